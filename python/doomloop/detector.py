@@ -1,0 +1,150 @@
+"""``DoomLoopDetector``: session-level doom-loop detection with a recovery ladder.
+
+The checks, the history ring buffer and all counters live in the Rust engine
+(:class:`doomloop._core.SessionEngine`, which this class extends), so ``record_action`` and
+``is_doom_loop`` never run Python code of their own. This module adds the enums, events,
+descriptions, backoff sleeping and logging on top.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional
+
+from ._core import SessionEngine
+from .config import DoomLoopConfig
+from .enums import DoomLoopType, RecoveryAction
+
+logger = logging.getLogger("doomloop")
+
+# Engine finding codes, in the engine's order (`Finding` in rust/engine/src/session.rs).
+_FINDING_TYPES = (
+    DoomLoopType.REPEATED_ACTION,  # identical actions
+    DoomLoopType.REPEATED_ACTION,  # same action type
+    DoomLoopType.REPEATED_FAILURE,
+    DoomLoopType.NO_PROGRESS,
+    DoomLoopType.CIRCULAR_PLAN,
+    DoomLoopType.RESOURCE_EXHAUSTION,
+)
+_RECOVERY = tuple(RecoveryAction)
+
+
+@dataclass
+class DoomLoopEvent:
+    """One detected loop: what it is, why, and what to do about it."""
+
+    loop_type: DoomLoopType
+    description: str
+    action_history: List[str]
+    """The last ten action types, oldest first."""
+    recovery_action: RecoveryAction
+    timestamp: float = field(default_factory=time.time)
+    metadata: Dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready dict (enums as their string values)."""
+        return {
+            "loop_type": self.loop_type.value,
+            "description": self.description,
+            "action_history": list(self.action_history),
+            "recovery_action": self.recovery_action.value,
+            "timestamp": self.timestamp,
+            "metadata": dict(self.metadata),
+        }
+
+
+def _description(code: int, config: DoomLoopConfig) -> str:
+    # Upstream's wording, except the same-type case, which says what it is.
+    return (
+        f"Same action repeated {config.max_identical_actions} times",
+        f"Same action type repeated {config.max_similar_actions} times",
+        f"Action failed {config.max_consecutive_failures} times consecutively",
+        f"No meaningful progress in {config.max_no_progress_steps} steps",
+        "Plan has looped back to a previous state",
+        f"Exceeded time limit of {config.max_total_time}s",
+    )[code]
+
+
+class DoomLoopDetector(SessionEngine):
+    """Watches a session's actions and progress markers for doom loops.
+
+    Thread-safe: one detector may be shared by many threads; every update happens under
+    one lock in the engine and none is lost. Memory is bounded by the thresholds, not by
+    the number of actions.
+
+    Args:
+        config: thresholds; ``None`` uses the documented defaults.
+        clock: zero-argument callable returning seconds (default: a monotonic clock);
+            elapsed time for RESOURCE_EXHAUSTION and stats is read from it.
+    """
+
+    config: DoomLoopConfig
+
+    def __new__(cls, config: Optional[DoomLoopConfig] = None, *, clock: Optional[Callable[[], float]] = None) -> "DoomLoopDetector":
+        if config is None:
+            config = DoomLoopConfig()
+        elif not isinstance(config, DoomLoopConfig):
+            raise TypeError(f"config must be a DoomLoopConfig or None, got {type(config).__name__}")
+        self = super().__new__(cls, config, clock=clock)
+        self.config = config
+        return self
+
+    def get_loop_type(self) -> Optional[DoomLoopType]:
+        """The loop found now (checks in the documented precedence), or None."""
+        code, _ = self._evaluate()
+        return None if code is None else _FINDING_TYPES[code]
+
+    def get_recovery_action(self) -> RecoveryAction:
+        """The recovery ladder's recommendation for the current state."""
+        _, rung = self._evaluate()
+        return _RECOVERY[rung]
+
+    def get_loop_event(self) -> Optional[DoomLoopEvent]:
+        """A fresh event describing the current loop, or None when there is none."""
+        code, rung = self._evaluate()
+        if code is None:
+            return None
+        stats = self._stats()
+        return DoomLoopEvent(
+            loop_type=_FINDING_TYPES[code],
+            description=_description(code, self.config),
+            action_history=[str(t) for t in self._recent_action_types()],
+            recovery_action=_RECOVERY[rung],
+            metadata={"action_count": stats[0], "recovery_attempts": stats[4]},
+        )
+
+    def apply_backoff(self) -> float:
+        """Sleep for the current backoff delay and return it; the next delay grows by
+        ``backoff_multiplier`` up to ``max_backoff``. Blocks the calling thread."""
+        delay = self._next_backoff()
+        time.sleep(delay)
+        return delay
+
+    async def apply_backoff_async(self) -> float:
+        """Like :meth:`apply_backoff`, but awaits ``asyncio.sleep`` (never blocks the loop)."""
+        import asyncio  # imported here: asyncio is heavy and only async callers need it
+
+        delay = self._next_backoff()
+        await asyncio.sleep(delay)
+        return delay
+
+    def get_stats(self) -> Dict[str, Any]:
+        """Counts since the session started (O(1)): total, successful and failed actions,
+        loop events, recovery attempts, progress markers, elapsed time, current backoff."""
+        total, ok, failed, events, attempts, markers, elapsed, backoff = self._stats()
+        return {
+            "total_actions": total,
+            "successful_actions": ok,
+            "failed_actions": failed,
+            "loop_events": events,
+            "recovery_attempts": attempts,
+            "progress_markers": markers,
+            "elapsed_time": elapsed,
+            "current_backoff": backoff,
+        }
+
+    def _on_loop_episode(self, code: int) -> None:
+        # Called by the engine once per loop episode, with its lock released.
+        logger.warning("doom loop detected: %s", _description(code, self.config))

@@ -1,0 +1,367 @@
+//! Walks a Python value and feeds the engine's canonical fingerprint.
+//!
+//! The walk is iterative (an explicit frame stack, never Rust recursion on user data), stops
+//! descending at `MAX_DEPTH` and marks cycles, so any value — self-referencing, 100,000 levels
+//! deep, or mutated by a `model_dump()` it triggers — hashes without crashing. It never raises:
+//! an object whose state cannot be read falls back to its type name (documented in the README).
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+
+use doomloop_engine::fingerprint::{self as fp, Canon};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyFrozenSet, PyInt, PyIterator, PyList, PySet, PyString, PyTuple,
+    PyType,
+};
+
+/// Containers nested deeper than this hash as a "too deep" marker instead of being walked.
+pub const MAX_DEPTH: usize = 512;
+
+/// Strings and bytes at least this long are hashed with the interpreter released.
+pub const HASH_DETACH_THRESHOLD: usize = 1 << 20;
+
+thread_local! {
+    // One digest stack per thread, reused so the common case allocates nothing.
+    static CANON: RefCell<Canon> = RefCell::new(Canon::new());
+}
+
+/// The canonical fingerprint of `value`.
+pub fn fingerprint(value: &Bound<'_, PyAny>) -> u64 {
+    CANON.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut canon) => walk(value, &mut canon),
+        // Re-entered from a `model_dump()` or `__reduce_ex__` called by an outer walk.
+        Err(_) => walk(value, &mut Canon::new()),
+    })
+}
+
+/// Fingerprint of a string (fast path for action types and tool names).
+pub fn fingerprint_str(value: &Bound<'_, PyString>) -> u64 {
+    str_digest(value)
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Seq,
+    Map,
+    Set,
+    Object,
+}
+
+enum Source<'py> {
+    List(Bound<'py, PyList>, usize),
+    Tuple(Bound<'py, PyTuple>, usize),
+    Dict {
+        dict: Bound<'py, PyDict>,
+        pos: ffi::Py_ssize_t,
+        value: Option<Bound<'py, PyAny>>,
+    },
+    Iter(Bound<'py, PyIterator>),
+    /// A typed object: its type name, then its state.
+    Pair(Option<Bound<'py, PyAny>>, Option<Bound<'py, PyAny>>),
+}
+
+struct Frame<'py> {
+    source: Source<'py>,
+    kind: Kind,
+    start: usize,
+    /// Address of the container (or object) this frame walks, for cycle detection.
+    id: usize,
+}
+
+enum Step<'py> {
+    Digest(u64),
+    Open(Frame<'py>),
+    /// Walk this value in place of the original (a mapping converted to a dict).
+    Replace(Bound<'py, PyAny>),
+}
+
+fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon) -> u64 {
+    canon.clear();
+    let mut frames: Vec<Frame<'_>> = Vec::new();
+    let mut on_path: HashSet<usize> = HashSet::new();
+    let mut pending = Some(value.clone());
+    loop {
+        if let Some(item) = pending.take() {
+            match classify(&item, frames.len(), &on_path, &frames, canon) {
+                Step::Digest(digest) => canon.push(digest),
+                Step::Open(frame) => {
+                    on_path.insert(frame.id);
+                    frames.push(frame);
+                }
+                Step::Replace(substitute) => {
+                    pending = Some(substitute);
+                    continue;
+                }
+            }
+        }
+        let Some(top) = frames.last_mut() else {
+            break;
+        };
+        match next_child(&mut top.source) {
+            Some(child) => pending = Some(child),
+            None => {
+                let Some(frame) = frames.pop() else {
+                    break;
+                };
+                on_path.remove(&frame.id);
+                let digest = match frame.kind {
+                    Kind::Seq => canon.finish_seq(frame.start),
+                    Kind::Map => canon.finish_map(frame.start),
+                    Kind::Set => canon.finish_set(frame.start),
+                    Kind::Object => canon.finish_object(frame.start),
+                };
+                canon.push(digest);
+            }
+        }
+    }
+    // Exactly one digest is left: the root's.
+    canon.pop_root()
+}
+
+fn next_child<'py>(source: &mut Source<'py>) -> Option<Bound<'py, PyAny>> {
+    match source {
+        Source::List(list, index) => {
+            let item = list.get_item(*index).ok()?;
+            *index += 1;
+            Some(item)
+        }
+        Source::Tuple(tuple, index) => {
+            let item = tuple.get_item(*index).ok()?;
+            *index += 1;
+            Some(item)
+        }
+        Source::Dict { dict, pos, value } => {
+            if let Some(pending_value) = value.take() {
+                return Some(pending_value);
+            }
+            let mut key_ptr: *mut ffi::PyObject = std::ptr::null_mut();
+            let mut value_ptr: *mut ffi::PyObject = std::ptr::null_mut();
+            // SAFETY: `dict` is a live dict; PyDict_Next hands out borrowed references, which
+            // are turned into owned ones at once. A dict mutated meanwhile (by code a nested
+            // walk runs) only makes iteration skip or repeat entries: never unsafe.
+            let more = unsafe { ffi::PyDict_Next(dict.as_ptr(), pos, &mut key_ptr, &mut value_ptr) };
+            if more == 0 || key_ptr.is_null() || value_ptr.is_null() {
+                return None;
+            }
+            let py = dict.py();
+            // SAFETY: both pointers were just checked non-null and are borrowed from `dict`.
+            let (key, val) = unsafe {
+                (
+                    Bound::from_borrowed_ptr(py, key_ptr),
+                    Bound::from_borrowed_ptr(py, value_ptr),
+                )
+            };
+            *value = Some(val);
+            Some(key)
+        }
+        // A set changed during iteration raises; the walk ends that set there.
+        Source::Iter(iter) => iter.next().and_then(Result::ok),
+        Source::Pair(first, second) => first.take().or_else(|| second.take()),
+    }
+}
+
+fn classify<'py>(
+    item: &Bound<'py, PyAny>,
+    depth: usize,
+    on_path: &HashSet<usize>,
+    frames: &[Frame<'py>],
+    canon: &Canon,
+) -> Step<'py> {
+    if item.is_none() {
+        return Step::Digest(fp::hash_none());
+    }
+    if let Ok(boolean) = item.cast::<PyBool>() {
+        return Step::Digest(fp::hash_bool(boolean.is_true()));
+    }
+    if let Ok(int) = item.cast::<PyInt>() {
+        return Step::Digest(int_digest(int));
+    }
+    if let Ok(float) = item.cast::<PyFloat>() {
+        return Step::Digest(fp::hash_f64(float.value()));
+    }
+    if let Ok(string) = item.cast::<PyString>() {
+        return Step::Digest(str_digest(string));
+    }
+    if let Ok(bytes) = item.cast::<PyBytes>() {
+        return Step::Digest(bytes_digest(item.py(), bytes.as_bytes()));
+    }
+    if let Ok(array) = item.cast::<PyByteArray>() {
+        return Step::Digest(fp::hash_bytes(&array.to_vec()));
+    }
+    let id = item.as_ptr() as usize;
+    if on_path.contains(&id) {
+        let distance = frames.iter().rev().position(|f| f.id == id).unwrap_or(0) as u64;
+        return Step::Digest(fp::hash_cycle(distance));
+    }
+    let container = item.is_instance_of::<PyDict>()
+        || item.is_instance_of::<PyList>()
+        || item.is_instance_of::<PyTuple>()
+        || item.is_instance_of::<PySet>()
+        || item.is_instance_of::<PyFrozenSet>();
+    if depth >= MAX_DEPTH {
+        return Step::Digest(fp::hash_too_deep());
+    }
+    let start = canon.mark();
+    let frame = |source, kind| {
+        Step::Open(Frame {
+            source,
+            kind,
+            start,
+            id,
+        })
+    };
+    if container {
+        if let Ok(dict) = item.cast::<PyDict>() {
+            return frame(
+                Source::Dict {
+                    dict: dict.clone(),
+                    pos: 0,
+                    value: None,
+                },
+                Kind::Map,
+            );
+        }
+        if let Ok(list) = item.cast::<PyList>() {
+            return frame(Source::List(list.clone(), 0), Kind::Seq);
+        }
+        if let Ok(tuple) = item.cast::<PyTuple>() {
+            return frame(Source::Tuple(tuple.clone(), 0), Kind::Seq);
+        }
+        return match PyIterator::from_object(item) {
+            Ok(iter) => frame(Source::Iter(iter), Kind::Set),
+            Err(_) => Step::Digest(opaque_digest(item)),
+        };
+    }
+    match object_state(item) {
+        ObjectState::Mapping(dict) => Step::Replace(dict),
+        ObjectState::Typed(type_name, state) => frame(Source::Pair(Some(type_name), Some(state)), Kind::Object),
+        ObjectState::Opaque => Step::Digest(opaque_digest(item)),
+    }
+}
+
+enum ObjectState<'py> {
+    Mapping(Bound<'py, PyAny>),
+    Typed(Bound<'py, PyAny>, Bound<'py, PyAny>),
+    Opaque,
+}
+
+static DATACLASS_FIELDS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static MAPPING_ABC: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// The state an object hashes by (see the README's fallback order). Errors raised by user
+/// code here are swallowed on purpose: hashing must never raise.
+fn object_state<'py>(item: &Bound<'py, PyAny>) -> ObjectState<'py> {
+    let py = item.py();
+    if item.is_instance_of::<PyType>() {
+        return ObjectState::Opaque;
+    }
+    let type_name = || item.get_type().fully_qualified_name().map(Bound::into_any);
+    let typed = |state: PyResult<Bound<'py, PyAny>>| match (type_name(), state) {
+        (Ok(name), Ok(state)) => ObjectState::Typed(name, state),
+        _ => ObjectState::Opaque,
+    };
+    if item.get_type().hasattr("__dataclass_fields__").unwrap_or(false) {
+        return typed(dataclass_state(item));
+    }
+    if let Ok(dump) = item.getattr("model_dump") {
+        if dump.is_callable() {
+            return typed(dump.call0());
+        }
+    }
+    if let Ok(mapping) = MAPPING_ABC.import(py, "collections.abc", "Mapping") {
+        if item.is_instance(mapping).unwrap_or(false) {
+            return dict_of(item).map_or(ObjectState::Opaque, ObjectState::Mapping);
+        }
+    }
+    typed(reduce_state(item))
+}
+
+fn dict_of<'py>(item: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let dict = PyDict::new(item.py());
+    dict.call_method1("update", (item,))?;
+    Ok(dict.into_any())
+}
+
+/// `{field name: value}` for the dataclass's fields.
+fn dataclass_state<'py>(item: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = item.py();
+    let fields = DATACLASS_FIELDS.import(py, "dataclasses", "fields")?.call1((item,))?;
+    let state = PyDict::new(py);
+    for field in fields.try_iter()? {
+        let name = field?.getattr("name")?;
+        state.set_item(&name, item.getattr(name.cast::<PyString>()?)?)?;
+    }
+    Ok(state.into_any())
+}
+
+/// What pickling would keep: `__reduce_ex__(4)`'s arguments and state, or its global name.
+fn reduce_state<'py>(item: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let reduced = item.call_method1("__reduce_ex__", (4,))?;
+    if reduced.is_instance_of::<PyString>() {
+        return Ok(reduced);
+    }
+    let parts = reduced.cast::<PyTuple>()?;
+    let args = parts.get_item(1)?;
+    let state = parts.get_item(2).unwrap_or_else(|_| item.py().None().into_bound(item.py()));
+    Ok(PyTuple::new(item.py(), [args, state])?.into_any())
+}
+
+fn opaque_digest(item: &Bound<'_, PyAny>) -> u64 {
+    let name = if let Ok(ty) = item.cast::<PyType>() {
+        ty.fully_qualified_name()
+    } else {
+        item.get_type().fully_qualified_name()
+    };
+    match name {
+        Ok(name) => fp::hash_opaque(name.to_string().as_bytes()),
+        Err(_) => fp::hash_opaque(b""),
+    }
+}
+
+fn int_digest(int: &Bound<'_, PyInt>) -> u64 {
+    if let Ok(small) = int.extract::<i64>() {
+        return fp::hash_i64(small);
+    }
+    // Beyond 64 bits: sign and magnitude bytes from Python itself.
+    let magnitude = int
+        .call_method0("__abs__")
+        .and_then(|abs| {
+            let bits: usize = abs.call_method0("bit_length")?.extract()?;
+            abs.call_method1("to_bytes", (bits.div_ceil(8).max(1), "little"))?
+                .extract::<Vec<u8>>()
+        });
+    let negative = int.lt(0).unwrap_or(false);
+    match magnitude {
+        Ok(bytes) => fp::hash_int_magnitude(negative, &bytes),
+        Err(_) => fp::hash_opaque(b"builtins.int"),
+    }
+}
+
+fn str_digest(string: &Bound<'_, PyString>) -> u64 {
+    match string.to_str() {
+        Ok(text) => bytes_digest_with(string.py(), text.as_bytes(), fp::hash_str),
+        // Lone surrogates: hash the surrogatepass encoding (identical to UTF-8 elsewhere).
+        Err(_) => match string
+            .call_method1("encode", ("utf-8", "surrogatepass"))
+            .and_then(|b| b.extract::<Vec<u8>>())
+        {
+            Ok(bytes) => fp::hash_str(&bytes),
+            Err(_) => fp::hash_opaque(b"builtins.str"),
+        },
+    }
+}
+
+fn bytes_digest(py: Python<'_>, data: &[u8]) -> u64 {
+    bytes_digest_with(py, data, fp::hash_bytes)
+}
+
+fn bytes_digest_with(py: Python<'_>, data: &[u8], hash: fn(&[u8]) -> u64) -> u64 {
+    if data.len() >= HASH_DETACH_THRESHOLD {
+        py.detach(|| hash(data))
+    } else {
+        hash(data)
+    }
+}

@@ -1,0 +1,35 @@
+//! The `doomloop._core` extension module: a thin PyO3 layer over `doomloop-engine`.
+//! It converts Python values, holds per-object state behind a mutex, and maps every failure
+//! to a Python exception; the algorithms live in the engine crate.
+
+mod canonical;
+mod session;
+
+use pyo3::prelude::*;
+
+#[pymodule(gil_used = false)]
+mod _core {
+    use pyo3::prelude::*;
+
+    #[pymodule_export]
+    use crate::session::SessionEngine;
+
+    #[pymodule_export]
+    const MAX_DEPTH: usize = crate::canonical::MAX_DEPTH;
+
+    #[pymodule_export]
+    const HASH_DETACH_THRESHOLD: usize = crate::canonical::HASH_DETACH_THRESHOLD;
+
+    /// The canonical fingerprint of `value`: a stable 64-bit xxh3 digest of its typed,
+    /// key-order-free encoding (see the README). Never raises.
+    #[pyfunction]
+    #[pyo3(signature = (value, /))]
+    fn fingerprint(value: &Bound<'_, PyAny>) -> u64 {
+        crate::canonical::fingerprint(value)
+    }
+
+    #[pymodule_init]
+    fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add("__version__", env!("CARGO_PKG_VERSION"))
+    }
+}

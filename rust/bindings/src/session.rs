@@ -1,0 +1,248 @@
+//! `SessionEngine`: the Rust half of `doomloop.DoomLoopDetector` (which subclasses it).
+//!
+//! State lives behind one `Mutex` in a frozen pyclass, so threads sharing a detector never
+//! see "already borrowed" and lose no update. Python code (the clock, `model_dump()`, the
+//! episode hook) is only ever called with the lock released: a thread blocked on the lock
+//! while holding the GIL could otherwise deadlock with the holder waiting for the GIL.
+
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
+
+use doomloop_engine::fingerprint::{hash_action, hash_none};
+use doomloop_engine::ring::Ring;
+use doomloop_engine::session::{Finding, Session, SessionConfig};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyString};
+
+use crate::canonical::{fingerprint, fingerprint_str};
+
+/// Action types kept for `DoomLoopEvent.action_history`.
+const RECENT_TYPES: usize = 10;
+
+struct State {
+    session: Session,
+    recent_types: Ring<Py<PyString>>,
+}
+
+#[pyclass(module = "doomloop._core", subclass, frozen)]
+pub struct SessionEngine {
+    state: Mutex<State>,
+    clock: Option<Py<PyAny>>,
+}
+
+fn monotonic_seconds() -> f64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_secs_f64()
+}
+
+fn finding_code(finding: Option<Finding>) -> Option<u8> {
+    finding.map(|f| f as u8)
+}
+
+impl SessionEngine {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // No code path panics while holding the lock; recover the data if one ever did.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn now(&self, py: Python<'_>) -> PyResult<f64> {
+        let Some(clock) = &self.clock else {
+            return Ok(monotonic_seconds());
+        };
+        let value = clock.call0(py)?;
+        match value.extract::<f64>(py) {
+            Ok(seconds) if !seconds.is_nan() => Ok(seconds),
+            _ => Err(PyTypeError::new_err("clock() must return a number of seconds")),
+        }
+    }
+
+    /// Evaluate now, count a new episode, and tell the Python side about it (lock released).
+    fn observe(slf: &Bound<'_, Self>) -> PyResult<Option<Finding>> {
+        let engine = slf.get();
+        let now = engine.now(slf.py())?;
+        let (finding, new_episode) = engine.lock().session.observe(now);
+        if new_episode {
+            slf.call_method1("_on_loop_episode", (finding_code(finding),))?;
+        }
+        Ok(finding)
+    }
+}
+
+fn read<'py, T: FromPyObjectOwned<'py>>(config: &Bound<'py, PyAny>, name: &str) -> PyResult<T> {
+    config
+        .getattr(name)?
+        .extract::<T>()
+        .map_err(|_| PyTypeError::new_err(format!("DoomLoopConfig.{name} has the wrong type")))
+}
+
+use pyo3::conversion::FromPyObjectOwned;
+
+#[pymethods]
+impl SessionEngine {
+    /// Build from a validated `DoomLoopConfig` (the Python subclass validates it first).
+    #[new]
+    #[pyo3(signature = (config, *, clock = None))]
+    fn new(config: &Bound<'_, PyAny>, clock: Option<Py<PyAny>>) -> PyResult<Self> {
+        if let Some(clock) = &clock {
+            if !clock.bind(config.py()).is_callable() {
+                return Err(PyTypeError::new_err("clock must be a zero-argument callable returning seconds"));
+            }
+        }
+        let session_config = SessionConfig {
+            max_identical_actions: read(config, "max_identical_actions")?,
+            max_similar_actions: read(config, "max_similar_actions")?,
+            max_consecutive_failures: read(config, "max_consecutive_failures")?,
+            max_no_progress_steps: read(config, "max_no_progress_steps")?,
+            max_time_per_action: read(config, "max_time_per_action")?,
+            max_total_time: read(config, "max_total_time")?,
+            max_recovery_attempts: read(config, "max_recovery_attempts")?,
+            escalate_on_loop: read(config, "escalate_on_loop")?,
+            initial_backoff: read(config, "initial_backoff")?,
+            backoff_multiplier: read(config, "backoff_multiplier")?,
+            max_backoff: read(config, "max_backoff")?,
+            detect_cycles: read(config, "detect_cycles")?,
+            max_cycle_period: read(config, "max_cycle_period")?,
+            min_cycle_repeats: read(config, "min_cycle_repeats")?,
+        };
+        Ok(SessionEngine {
+            state: Mutex::new(State {
+                session: Session::new(session_config),
+                recent_types: Ring::new(RECENT_TYPES),
+            }),
+            clock,
+        })
+    }
+
+    /// Start a new session: starts the clock and clears all history, markers, plan states,
+    /// recovery attempts, events and backoff.
+    fn start_session(&self, py: Python<'_>) -> PyResult<()> {
+        let now = self.now(py)?;
+        let mut state = self.lock();
+        state.session.start(now);
+        state.recent_types.clear();
+        Ok(())
+    }
+
+    /// Record one action and re-run the checks.
+    #[pyo3(signature = (action_type, args, result, success, duration = 0.0, metadata = None))]
+    fn record_action(
+        slf: &Bound<'_, Self>,
+        action_type: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyAny>,
+        result: &Bound<'_, PyAny>,
+        success: &Bound<'_, PyAny>,
+        duration: f64,
+        metadata: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let action_type = action_type
+            .cast::<PyString>()
+            .map_err(|_| PyTypeError::new_err("action_type must be a str"))?;
+        let success = success
+            .cast::<PyBool>()
+            .map_err(|_| PyTypeError::new_err("success must be a bool"))?
+            .is_true();
+        if duration.is_nan() || duration < 0.0 {
+            return Err(PyValueError::new_err("duration must be a non-negative number of seconds"));
+        }
+        if let Some(metadata) = metadata {
+            if !metadata.is_none() && !metadata.is_instance_of::<PyDict>() {
+                return Err(PyTypeError::new_err("metadata must be a dict or None"));
+            }
+        }
+        let kind = fingerprint_str(action_type);
+        // `args=None` is the empty mapping.
+        let args_digest = if args.is_none() {
+            fingerprint(&PyDict::new(slf.py()))
+        } else {
+            fingerprint(args)
+        };
+        let result_digest = if result.is_none() { hash_none() } else { fingerprint(result) };
+        {
+            let mut state = slf.get().lock();
+            state
+                .session
+                .record_action(hash_action(kind, args_digest), kind, result_digest, success, duration);
+            state.recent_types.push(action_type.clone().unbind());
+        }
+        Self::observe(slf)?;
+        Ok(())
+    }
+
+    /// Record a progress marker (it gates NO_PROGRESS and CIRCULAR_PLAN).
+    fn mark_progress(&self, marker: &Bound<'_, PyAny>) -> PyResult<()> {
+        if !marker.is_instance_of::<PyString>() {
+            return Err(PyTypeError::new_err("marker must be a str"));
+        }
+        self.lock().session.mark_progress();
+        Ok(())
+    }
+
+    /// Record a plan state; returning to a state already seen is CIRCULAR_PLAN.
+    fn record_plan(slf: &Bound<'_, Self>, state: &Bound<'_, PyAny>) -> PyResult<()> {
+        let digest = fingerprint(state);
+        slf.get().lock().session.record_plan(digest);
+        Self::observe(slf)?;
+        Ok(())
+    }
+
+    /// True exactly when `get_loop_type()` is not None.
+    fn is_doom_loop(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        Ok(Self::observe(slf)?.is_some())
+    }
+
+    /// Count one recovery attempt; True while more attempts are allowed.
+    fn increment_recovery(&self) -> bool {
+        self.lock().session.increment_recovery()
+    }
+
+    /// Reset the backoff delay to `initial_backoff`.
+    fn reset_backoff(&self) {
+        self.lock().session.reset_backoff();
+    }
+
+    /// The current finding's code and the recovery ladder's rung for it.
+    fn _evaluate(slf: &Bound<'_, Self>) -> PyResult<(Option<u8>, u8)> {
+        let finding = Self::observe(slf)?;
+        let recovery = slf.get().lock().session.recovery(finding.map(Finding::loop_type));
+        Ok((finding_code(finding), recovery as u8))
+    }
+
+    /// The delay to wait now; advances the stored delay (capped at `max_backoff`).
+    fn _next_backoff(&self) -> f64 {
+        self.lock().session.next_backoff()
+    }
+
+    /// Counters for `get_stats()`: (total, successful, failed, loop events, recovery
+    /// attempts, progress markers, elapsed seconds, current backoff).
+    #[allow(clippy::type_complexity)]
+    fn _stats(&self, py: Python<'_>) -> PyResult<(u64, u64, u64, u64, u64, u64, f64, f64)> {
+        let now = self.now(py)?;
+        let state = self.lock();
+        let s = state.session.stats();
+        Ok((
+            s.total_actions,
+            s.successful_actions,
+            s.failed_actions,
+            s.loop_events,
+            s.recovery_attempts,
+            s.progress_markers,
+            state.session.elapsed(now),
+            s.current_backoff,
+        ))
+    }
+
+    /// The last ten action types, oldest first.
+    fn _recent_action_types(&self, py: Python<'_>) -> Vec<Py<PyString>> {
+        let state = self.lock();
+        let mut types: Vec<Py<PyString>> = state.recent_types.iter_newest_first().map(|t| t.clone_ref(py)).collect();
+        types.reverse();
+        types
+    }
+
+    /// Capacity of the action ring buffer (bounded by the thresholds, not the session length).
+    #[getter]
+    fn _history_capacity(&self) -> usize {
+        self.lock().session.history_capacity()
+    }
+}

@@ -1,0 +1,386 @@
+//! The canonical value fingerprint: a typed, Merkle-style xxh3 hash.
+//!
+//! Every value hashes to a `u64` digest `H(v) = xxh3_64_with_seed(payload(v), seed(tag(v)))`
+//! where `seed(tag) = SEED + tag` and `tag` is one ASCII letter per kind of value. Containers
+//! hash the little-endian bytes of their children's digests, so no serialized copy of a value
+//! is ever built: the only buffer is one digest (8 bytes) per child. Mappings and sets sort
+//! their entry digests, which makes them order-free at every depth without comparing keys of
+//! mixed types. The full encoding is published in the README ("Canonical fingerprint") and a
+//! pure-Python model of it lives in the test suite.
+//!
+//! This module knows nothing of Python: the binding layer walks Python objects (iteratively,
+//! never recursing on user data) and drives [`Canon`] and the scalar functions here.
+
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+/// Base seed ("doomloop" in ASCII). Fixed forever: gateway replicas and stored digests must
+/// agree across processes and releases.
+pub const SEED: u64 = 0x646f_6f6d_6c6f_6f70;
+
+/// One-letter tags of the canonical encoding.
+pub mod tag {
+    pub const NONE: u8 = b'N';
+    pub const BOOL: u8 = b'B';
+    pub const INT: u8 = b'I';
+    pub const FLOAT: u8 = b'F';
+    pub const STR: u8 = b'S';
+    pub const BYTES: u8 = b'Y';
+    pub const SEQ: u8 = b'L';
+    pub const PAIR: u8 = b'P';
+    pub const MAP: u8 = b'D';
+    pub const SET: u8 = b'T';
+    pub const OBJECT: u8 = b'O';
+    pub const CYCLE: u8 = b'C';
+    pub const TOO_DEEP: u8 = b'X';
+    pub const OPAQUE: u8 = b'U';
+    pub const ACTION: u8 = b'A';
+    pub const ERROR: u8 = b'E';
+}
+
+#[inline]
+pub fn seed(tag: u8) -> u64 {
+    SEED.wrapping_add(tag as u64)
+}
+
+#[inline]
+pub fn hash_tagged(tag: u8, payload: &[u8]) -> u64 {
+    xxh3_64_with_seed(payload, seed(tag))
+}
+
+#[inline]
+pub fn hash_none() -> u64 {
+    hash_tagged(tag::NONE, b"")
+}
+
+#[inline]
+pub fn hash_bool(value: bool) -> u64 {
+    hash_tagged(tag::BOOL, &[value as u8])
+}
+
+#[inline]
+pub fn hash_str(utf8: &[u8]) -> u64 {
+    hash_tagged(tag::STR, utf8)
+}
+
+#[inline]
+pub fn hash_bytes(data: &[u8]) -> u64 {
+    hash_tagged(tag::BYTES, data)
+}
+
+/// Hash of an error message, kept apart from any result (an error "boom" is not a result "boom").
+#[inline]
+pub fn hash_error(utf8: &[u8]) -> u64 {
+    hash_tagged(tag::ERROR, utf8)
+}
+
+/// An opaque object, known only by its type's qualified name.
+#[inline]
+pub fn hash_opaque(type_name: &[u8]) -> u64 {
+    hash_tagged(tag::OPAQUE, type_name)
+}
+
+/// A reference back to a container `distance` levels up the current path.
+#[inline]
+pub fn hash_cycle(distance: u64) -> u64 {
+    hash_tagged(tag::CYCLE, &distance.to_le_bytes())
+}
+
+/// A container nested deeper than the walker's depth limit.
+#[inline]
+pub fn hash_too_deep() -> u64 {
+    hash_tagged(tag::TOO_DEEP, b"")
+}
+
+/// Hash of two digests under one tag (pairs, actions, objects).
+#[inline]
+pub fn hash_two(tag: u8, a: u64, b: u64) -> u64 {
+    let mut buf = [0u8; 16];
+    buf[..8].copy_from_slice(&a.to_le_bytes());
+    buf[8..].copy_from_slice(&b.to_le_bytes());
+    hash_tagged(tag, &buf)
+}
+
+/// Identity of an action: its type's digest combined with its arguments' digest.
+#[inline]
+pub fn hash_action(type_digest: u64, args_digest: u64) -> u64 {
+    hash_two(tag::ACTION, type_digest, args_digest)
+}
+
+/// An integer given as sign and little-endian magnitude bytes (any length, any trailing zeros).
+pub fn hash_int_magnitude(negative: bool, magnitude_le: &[u8]) -> u64 {
+    let used = magnitude_le
+        .iter()
+        .rposition(|&b| b != 0)
+        .map_or(0, |last| last + 1);
+    let magnitude = &magnitude_le[..used];
+    // Zero has one encoding: no sign.
+    let sign = (negative && used > 0) as u8;
+    let mut small = [0u8; 17];
+    if used <= 16 {
+        small[0] = sign;
+        small[1..=used].copy_from_slice(magnitude);
+        hash_tagged(tag::INT, &small[..=used])
+    } else {
+        let mut buf = Vec::with_capacity(used + 1);
+        buf.push(sign);
+        buf.extend_from_slice(magnitude);
+        hash_tagged(tag::INT, &buf)
+    }
+}
+
+#[inline]
+pub fn hash_i64(value: i64) -> u64 {
+    hash_int_magnitude(value < 0, &value.unsigned_abs().to_le_bytes())
+}
+
+/// Floats hash by numeric value: an integral finite float hashes as the equal integer
+/// (`1.0` as `1`, `-0.0` as `0`, `1e300` as its exact integer); NaNs share one encoding.
+pub fn hash_f64(value: f64) -> u64 {
+    if value.is_finite() && value.fract() == 0.0 {
+        let negative = value < 0.0;
+        let magnitude = value.abs();
+        if magnitude < 18_446_744_073_709_551_616.0 {
+            // Below 2^64 the conversion is exact.
+            return hash_int_magnitude(negative, &(magnitude as u64).to_le_bytes());
+        }
+        return hash_int_magnitude(negative, &large_integral_magnitude(magnitude));
+    }
+    let bits = if value.is_nan() {
+        0x7ff8_0000_0000_0000u64
+    } else {
+        value.to_bits()
+    };
+    hash_tagged(tag::FLOAT, &bits.to_le_bytes())
+}
+
+/// Exact little-endian magnitude bytes of an integral float >= 2^64.
+fn large_integral_magnitude(magnitude: f64) -> Vec<u8> {
+    let bits = magnitude.to_bits();
+    let exponent = ((bits >> 52) & 0x7ff) as i64 - 1075;
+    let mantissa = (bits & ((1u64 << 52) - 1)) | (1u64 << 52);
+    // magnitude = mantissa * 2^exponent, with exponent > 0 here.
+    let shift = exponent.max(0) as usize;
+    let mut out = vec![0u8; (53 + shift).div_ceil(8) + 1];
+    let byte_shift = shift / 8;
+    let bit_shift = shift % 8;
+    let wide = (mantissa as u128) << bit_shift;
+    for (i, byte) in wide.to_le_bytes().iter().enumerate() {
+        if let Some(slot) = out.get_mut(byte_shift + i) {
+            *slot |= *byte;
+        }
+    }
+    out
+}
+
+/// The digest stack a container walk writes into. A container remembers `mark()` when it
+/// opens, its children push their digests, and `finish_*` pops them and returns the
+/// container's digest. One `Canon` can be reused across calls to avoid allocation.
+#[derive(Default)]
+pub struct Canon {
+    stack: Vec<u64>,
+    scratch: Vec<u8>,
+}
+
+impl Canon {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    #[inline]
+    pub fn mark(&self) -> usize {
+        self.stack.len()
+    }
+
+    #[inline]
+    pub fn push(&mut self, digest: u64) {
+        self.stack.push(digest);
+    }
+
+    /// The single digest left when a walk is complete (the root's); empties the stack.
+    pub fn pop_root(&mut self) -> u64 {
+        let root = self.stack.pop().unwrap_or_else(hash_none);
+        self.stack.clear();
+        root
+    }
+
+    /// Drop everything (after an aborted walk).
+    pub fn clear(&mut self) {
+        self.stack.clear();
+    }
+
+    /// A sequence (list or tuple): children in order.
+    pub fn finish_seq(&mut self, start: usize) -> u64 {
+        self.finish(tag::SEQ, start)
+    }
+
+    /// A set: children in any order.
+    pub fn finish_set(&mut self, start: usize) -> u64 {
+        self.sort_from(start);
+        self.finish(tag::SET, start)
+    }
+
+    /// A mapping: children are key, value, key, value, ...; entries in any order.
+    pub fn finish_map(&mut self, start: usize) -> u64 {
+        if (self.stack.len() - start) % 2 == 1 {
+            // A walk always pushes whole entries; keep the encoding total regardless.
+            self.stack.push(hash_none());
+        }
+        let entries = (self.stack.len() - start) / 2;
+        for i in 0..entries {
+            let key = self.stack[start + 2 * i];
+            let value = self.stack[start + 2 * i + 1];
+            self.stack[start + i] = hash_two(tag::PAIR, key, value);
+        }
+        self.stack.truncate(start + entries);
+        self.sort_from(start);
+        self.finish(tag::MAP, start)
+    }
+
+    /// A typed object: exactly two children, its type name's digest then its state's digest.
+    pub fn finish_object(&mut self, start: usize) -> u64 {
+        let type_name = self.stack.get(start).copied().unwrap_or_else(hash_none);
+        let state = self.stack.get(start + 1).copied().unwrap_or_else(hash_none);
+        self.stack.truncate(start);
+        hash_two(tag::OBJECT, type_name, state)
+    }
+
+    fn sort_from(&mut self, start: usize) {
+        self.stack[start..].sort_unstable();
+    }
+
+    fn finish(&mut self, tag: u8, start: usize) -> u64 {
+        self.scratch.clear();
+        for digest in &self.stack[start..] {
+            self.scratch.extend_from_slice(&digest.to_le_bytes());
+        }
+        self.stack.truncate(start);
+        hash_tagged(tag, &self.scratch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seq(items: &[u64]) -> u64 {
+        let mut canon = Canon::new();
+        let start = canon.mark();
+        items.iter().for_each(|&d| canon.push(d));
+        canon.finish_seq(start)
+    }
+
+    fn map(entries: &[(u64, u64)]) -> u64 {
+        let mut canon = Canon::new();
+        let start = canon.mark();
+        for &(k, v) in entries {
+            canon.push(k);
+            canon.push(v);
+        }
+        canon.finish_map(start)
+    }
+
+    #[test]
+    fn numbers_hash_by_value() {
+        assert_eq!(hash_f64(1.0), hash_i64(1));
+        assert_eq!(hash_f64(-0.0), hash_i64(0));
+        assert_eq!(hash_f64(0.0), hash_i64(0));
+        assert_eq!(hash_f64(-7.0), hash_i64(-7));
+        assert_ne!(hash_f64(1.5), hash_i64(1));
+        assert_ne!(hash_i64(1), hash_i64(-1));
+        assert_eq!(hash_f64(f64::NAN), hash_f64(-f64::NAN));
+        assert_ne!(hash_f64(f64::INFINITY), hash_f64(f64::NEG_INFINITY));
+    }
+
+    #[test]
+    fn big_integral_floats_match_their_integers() {
+        // 2^64 exactly: magnitude bytes 00 x8, 01
+        let mut two_64 = [0u8; 9];
+        two_64[8] = 1;
+        assert_eq!(hash_f64(18_446_744_073_709_551_616.0), hash_int_magnitude(false, &two_64));
+        // 2^100 = 1 << 100: byte 12 holds 1 << 4.
+        let mut two_100 = [0u8; 13];
+        two_100[12] = 0x10;
+        assert_eq!(hash_f64(2f64.powi(100)), hash_int_magnitude(false, &two_100));
+        assert_eq!(hash_f64(-(2f64.powi(100))), hash_int_magnitude(true, &two_100));
+        // The largest float does not panic.
+        let _ = hash_f64(f64::MAX);
+    }
+
+    #[test]
+    fn integer_magnitude_is_minimal() {
+        assert_eq!(hash_int_magnitude(false, &[5, 0, 0, 0]), hash_i64(5));
+        assert_eq!(hash_int_magnitude(true, &[]), hash_i64(0));
+        assert_eq!(hash_i64(i64::MIN), hash_int_magnitude(true, &[0, 0, 0, 0, 0, 0, 0, 0x80]));
+        let long = vec![0xffu8; 40];
+        assert_ne!(hash_int_magnitude(false, &long), hash_int_magnitude(true, &long));
+    }
+
+    #[test]
+    fn kinds_are_distinct() {
+        let digests = [
+            hash_none(),
+            hash_bool(false),
+            hash_bool(true),
+            hash_i64(0),
+            hash_i64(1),
+            hash_str(b""),
+            hash_str(b"1"),
+            hash_bytes(b"1"),
+            hash_error(b"1"),
+            seq(&[]),
+            map(&[]),
+        ];
+        for (i, a) in digests.iter().enumerate() {
+            for b in &digests[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+    }
+
+    #[test]
+    fn maps_are_order_free_and_sequences_are_not() {
+        let (a, b, c) = (hash_str(b"a"), hash_str(b"b"), hash_i64(3));
+        assert_eq!(map(&[(a, c), (b, a)]), map(&[(b, a), (a, c)]));
+        assert_ne!(map(&[(a, b)]), map(&[(b, a)]));
+        assert_ne!(seq(&[a, b]), seq(&[b, a]));
+        let mut canon = Canon::new();
+        let start = canon.mark();
+        canon.push(b);
+        canon.push(a);
+        let set_ba = canon.finish_set(start);
+        canon.push(a);
+        canon.push(b);
+        assert_eq!(set_ba, canon.finish_set(start));
+        assert_eq!(canon.mark(), 0);
+    }
+
+    #[test]
+    fn nested_containers_finish_innermost_first() {
+        let mut canon = Canon::new();
+        let outer = canon.mark();
+        canon.push(hash_str(b"k"));
+        let inner = canon.mark();
+        canon.push(hash_i64(1));
+        let inner_digest = canon.finish_seq(inner);
+        canon.push(inner_digest);
+        let nested = canon.finish_map(outer);
+        assert_eq!(nested, map(&[(hash_str(b"k"), seq(&[hash_i64(1)]))]));
+    }
+
+    #[test]
+    fn odd_map_children_do_not_panic() {
+        let mut canon = Canon::new();
+        let start = canon.mark();
+        canon.push(hash_str(b"k"));
+        let odd = canon.finish_map(start);
+        assert_eq!(odd, map(&[(hash_str(b"k"), hash_none())]));
+    }
+
+    #[test]
+    fn object_needs_two_children_but_never_panics() {
+        let mut canon = Canon::new();
+        let start = canon.mark();
+        let empty = canon.finish_object(start);
+        assert_eq!(empty, hash_two(tag::OBJECT, hash_none(), hash_none()));
+    }
+}

@@ -1,0 +1,7 @@
+//! doomloop's engine: loop-detection algorithms in plain Rust, free of Python so that
+//! `cargo test`, benchmarks and fuzzing run without libpython. The PyO3 binding layer in
+//! `rust/bindings` converts Python values and calls into these modules.
+
+pub mod fingerprint;
+pub mod ring;
+pub mod session;

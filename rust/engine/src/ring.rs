@@ -1,0 +1,107 @@
+//! A fixed-capacity ring buffer: the newest `capacity` items, indexed back from the newest.
+
+#[derive(Clone, Debug)]
+pub struct Ring<T> {
+    items: Vec<T>,
+    capacity: usize,
+    /// Index in `items` where the next push goes once the buffer is full.
+    next: usize,
+}
+
+impl<T> Ring<T> {
+    /// A ring holding at most `capacity` items (at least one).
+    pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        Ring {
+            items: Vec::with_capacity(capacity),
+            capacity,
+            next: 0,
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Append, overwriting the oldest item when full.
+    pub fn push(&mut self, item: T) {
+        if self.items.len() < self.capacity {
+            self.items.push(item);
+        } else {
+            self.items[self.next] = item;
+        }
+        self.next = (self.next + 1) % self.capacity;
+    }
+
+    /// The item `back` places before the newest (`back(0)` is the newest).
+    pub fn back(&self, back: usize) -> Option<&T> {
+        if back >= self.items.len() {
+            return None;
+        }
+        let newest = (self.next + self.capacity - 1) % self.capacity;
+        let index = (newest + self.capacity - back) % self.capacity;
+        self.items.get(index)
+    }
+
+    /// Mutable access to the item `back` places before the newest.
+    pub fn back_mut(&mut self, back: usize) -> Option<&mut T> {
+        if back >= self.items.len() {
+            return None;
+        }
+        let newest = (self.next + self.capacity - 1) % self.capacity;
+        let index = (newest + self.capacity - back) % self.capacity;
+        self.items.get_mut(index)
+    }
+
+    /// Items from newest to oldest.
+    pub fn iter_newest_first(&self) -> impl Iterator<Item = &T> + '_ {
+        (0..self.items.len()).filter_map(move |back| self.back(back))
+    }
+
+    pub fn clear(&mut self) {
+        self.items.clear();
+        self.next = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ring;
+
+    #[test]
+    fn keeps_the_newest_items() {
+        let mut ring = Ring::new(3);
+        assert!(ring.is_empty());
+        assert_eq!(ring.back(0), None);
+        for i in 0..5 {
+            ring.push(i);
+        }
+        assert_eq!(ring.len(), 3);
+        assert_eq!(ring.iter_newest_first().copied().collect::<Vec<_>>(), vec![4, 3, 2]);
+        assert_eq!(ring.back(2), Some(&2));
+        assert_eq!(ring.back(3), None);
+        *ring.back_mut(0).unwrap() = 40;
+        assert_eq!(ring.back(0), Some(&40));
+        ring.clear();
+        assert!(ring.is_empty());
+        ring.push(7);
+        assert_eq!(ring.back(0), Some(&7));
+    }
+
+    #[test]
+    fn zero_capacity_is_one() {
+        let mut ring = Ring::new(0);
+        ring.push(1);
+        ring.push(2);
+        assert_eq!(ring.capacity(), 1);
+        assert_eq!(ring.iter_newest_first().copied().collect::<Vec<_>>(), vec![2]);
+    }
+}

@@ -1,0 +1,577 @@
+//! Session-level doom-loop detection: the state behind `DoomLoopDetector`.
+//!
+//! Every check is answered from running counters kept up to date on each recorded action, so
+//! recording and checking cost O(1) (cycle checks O(max_cycle_period)) whatever the history
+//! length. History is a ring buffer sized from the thresholds; nothing grows with the number
+//! of actions.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::ring::Ring;
+
+/// Plan states remembered for CIRCULAR_PLAN (oldest forgotten first).
+pub const PLAN_STATES_CAP: usize = 4096;
+
+/// Loop types, in the order of `DoomLoopType`'s members.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoopType {
+    RepeatedAction = 0,
+    RepeatedFailure = 1,
+    NoProgress = 2,
+    CircularPlan = 3,
+    ResourceExhaustion = 4,
+    RepeatedOutput = 5,
+}
+
+/// Which check fired; two checks share the REPEATED_ACTION type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finding {
+    IdenticalAction,
+    SimilarAction,
+    RepeatedFailure,
+    NoProgress,
+    CircularPlan,
+    ResourceExhaustion,
+}
+
+impl Finding {
+    pub fn loop_type(self) -> LoopType {
+        match self {
+            Finding::IdenticalAction | Finding::SimilarAction => LoopType::RepeatedAction,
+            Finding::RepeatedFailure => LoopType::RepeatedFailure,
+            Finding::NoProgress => LoopType::NoProgress,
+            Finding::CircularPlan => LoopType::CircularPlan,
+            Finding::ResourceExhaustion => LoopType::ResourceExhaustion,
+        }
+    }
+}
+
+/// Rungs of the recovery ladder, in the order of `RecoveryAction`'s members.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    Continue = 0,
+    RetryDifferent = 1,
+    EscalateModel = 2,
+    RequestHelp = 3,
+    Abort = 4,
+}
+
+/// Thresholds, already validated by the Python layer (the engine clamps defensively).
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    pub max_identical_actions: u64,
+    pub max_similar_actions: u64,
+    pub max_consecutive_failures: u64,
+    pub max_no_progress_steps: u64,
+    pub max_time_per_action: f64,
+    pub max_total_time: f64,
+    pub max_recovery_attempts: u64,
+    pub escalate_on_loop: bool,
+    pub initial_backoff: f64,
+    pub backoff_multiplier: f64,
+    pub max_backoff: f64,
+    pub detect_cycles: bool,
+    pub max_cycle_period: u64,
+    pub min_cycle_repeats: u64,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            max_identical_actions: 3,
+            max_similar_actions: 5,
+            max_consecutive_failures: 3,
+            max_no_progress_steps: 5,
+            max_time_per_action: 60.0,
+            max_total_time: 300.0,
+            max_recovery_attempts: 2,
+            escalate_on_loop: true,
+            initial_backoff: 1.0,
+            backoff_multiplier: 2.0,
+            max_backoff: 30.0,
+            detect_cycles: true,
+            max_cycle_period: 4,
+            min_cycle_repeats: 3,
+        }
+    }
+}
+
+/// One recorded action: digests only, 25 bytes of payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ActionRecord {
+    /// Action type + canonical args.
+    pub identity: u64,
+    /// Action type alone.
+    pub kind: u64,
+    pub result: u64,
+    pub failed: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SessionStats {
+    pub total_actions: u64,
+    pub successful_actions: u64,
+    pub failed_actions: u64,
+    pub loop_events: u64,
+    pub recovery_attempts: u64,
+    pub progress_markers: u64,
+    pub current_backoff: f64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PlanVisit {
+    count: u64,
+    /// `progress_markers` when the run of visits started: a later marker restarts it.
+    markers_at_first_visit: u64,
+}
+
+#[derive(Debug)]
+pub struct Session {
+    config: SessionConfig,
+    history: Ring<ActionRecord>,
+    /// Trailing run lengths ending at the newest action.
+    identical_run: u64,
+    similar_run: u64,
+    failure_run: u64,
+    same_result_run: u64,
+    /// `period_runs[p]`: trailing actions equal (identity and result) to the one `p` before.
+    period_runs: Vec<u64>,
+    /// Number of actions recorded when the newest progress marker was recorded.
+    last_marker_at: Option<u64>,
+    plan_visits: HashMap<u64, PlanVisit>,
+    plan_order: VecDeque<u64>,
+    last_plan: Option<u64>,
+    started_at: Option<f64>,
+    stats: SessionStats,
+    /// Loop type seen at the last evaluation, to count one event per episode.
+    last_type: Option<LoopType>,
+}
+
+impl Session {
+    pub fn new(config: SessionConfig) -> Self {
+        let config = clamp(config);
+        let cycle_span = if config.detect_cycles {
+            config.max_cycle_period * config.min_cycle_repeats
+        } else {
+            0
+        };
+        let capacity = [
+            config.max_identical_actions,
+            config.max_similar_actions,
+            config.max_consecutive_failures,
+            config.max_no_progress_steps,
+            cycle_span,
+            config.max_cycle_period + 1,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(1);
+        let period_slots = config.max_cycle_period as usize + 1;
+        let current_backoff = config.initial_backoff;
+        Session {
+            history: Ring::new(capacity as usize),
+            identical_run: 0,
+            similar_run: 0,
+            failure_run: 0,
+            same_result_run: 0,
+            period_runs: vec![0; period_slots],
+            last_marker_at: None,
+            plan_visits: HashMap::new(),
+            plan_order: VecDeque::new(),
+            last_plan: None,
+            started_at: None,
+            stats: SessionStats {
+                current_backoff,
+                ..SessionStats::default()
+            },
+            last_type: None,
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    /// Ring capacity (exposed so tests can check the bound).
+    pub fn history_capacity(&self) -> usize {
+        self.history.capacity()
+    }
+
+    /// Clear everything and start the session clock at `now`.
+    pub fn start(&mut self, now: f64) {
+        *self = Session::new(self.config.clone());
+        self.started_at = Some(now);
+    }
+
+    /// Record one action. `duration` above `max_time_per_action` counts as a failure.
+    pub fn record_action(&mut self, identity: u64, kind: u64, result: u64, success: bool, duration: f64) {
+        let failed = !success || duration > self.config.max_time_per_action;
+        let record = ActionRecord {
+            identity,
+            kind,
+            result,
+            failed,
+        };
+        let previous = self.history.back(0).copied();
+        let extend = |run: u64, same: bool| if same { run.saturating_add(1) } else { 1 };
+        self.identical_run = extend(self.identical_run, previous.is_some_and(|p| p.identity == identity));
+        self.similar_run = extend(self.similar_run, previous.is_some_and(|p| p.kind == kind));
+        self.same_result_run = extend(self.same_result_run, previous.is_some_and(|p| p.result == result));
+        self.failure_run = if failed { self.failure_run.saturating_add(1) } else { 0 };
+        for period in 2..self.period_runs.len() {
+            let repeats = self
+                .history
+                .back(period - 1)
+                .is_some_and(|old| old.identity == identity && old.result == result);
+            self.period_runs[period] = if repeats { self.period_runs[period].saturating_add(1) } else { 0 };
+        }
+        self.history.push(record);
+        self.stats.total_actions += 1;
+        if failed {
+            self.stats.failed_actions += 1;
+        } else {
+            self.stats.successful_actions += 1;
+        }
+    }
+
+    pub fn mark_progress(&mut self) {
+        self.last_marker_at = Some(self.stats.total_actions);
+        self.stats.progress_markers += 1;
+    }
+
+    /// Record a plan state's digest (CIRCULAR_PLAN by revisits).
+    pub fn record_plan(&mut self, state: u64) {
+        let markers = self.stats.progress_markers;
+        match self.plan_visits.get_mut(&state) {
+            Some(visit) if visit.markers_at_first_visit == markers => {
+                visit.count = visit.count.saturating_add(1);
+            }
+            Some(visit) => {
+                *visit = PlanVisit {
+                    count: 1,
+                    markers_at_first_visit: markers,
+                };
+            }
+            None => {
+                if self.plan_order.len() >= PLAN_STATES_CAP {
+                    if let Some(oldest) = self.plan_order.pop_front() {
+                        self.plan_visits.remove(&oldest);
+                    }
+                }
+                self.plan_order.push_back(state);
+                self.plan_visits.insert(
+                    state,
+                    PlanVisit {
+                        count: 1,
+                        markers_at_first_visit: markers,
+                    },
+                );
+            }
+        }
+        self.last_plan = Some(state);
+    }
+
+    /// The first check that holds, in the documented precedence, at time `now`.
+    pub fn finding(&self, now: f64) -> Option<Finding> {
+        let total = self.stats.total_actions;
+        let c = &self.config;
+        if total >= 2 {
+            let window_full = |n: u64| total >= n;
+            if window_full(c.max_identical_actions) && self.identical_run >= c.max_identical_actions {
+                return Some(Finding::IdenticalAction);
+            }
+            if window_full(c.max_similar_actions) && self.similar_run >= c.max_similar_actions {
+                return Some(Finding::SimilarAction);
+            }
+            if window_full(c.max_consecutive_failures) && self.failure_run >= c.max_consecutive_failures {
+                return Some(Finding::RepeatedFailure);
+            }
+            let n = c.max_no_progress_steps;
+            if window_full(n) && self.same_result_run >= n && !self.marker_since(total - n) {
+                return Some(Finding::NoProgress);
+            }
+            if c.detect_cycles && (self.action_cycle() || self.plan_cycle()) {
+                return Some(Finding::CircularPlan);
+            }
+        }
+        if self.started_at.is_some_and(|start| now - start > c.max_total_time) {
+            return Some(Finding::ResourceExhaustion);
+        }
+        None
+    }
+
+    /// Evaluate at `now` and count a loop event when a new episode starts (the type changes
+    /// from none, or to another type). Returns the finding and whether an episode started.
+    pub fn observe(&mut self, now: f64) -> (Option<Finding>, bool) {
+        let finding = self.finding(now);
+        let loop_type = finding.map(Finding::loop_type);
+        let new_episode = loop_type.is_some() && loop_type != self.last_type;
+        if new_episode {
+            self.stats.loop_events += 1;
+        }
+        self.last_type = loop_type;
+        (finding, new_episode)
+    }
+
+    /// The recovery ladder for a loop of `loop_type` (None: no loop).
+    pub fn recovery(&self, loop_type: Option<LoopType>) -> Recovery {
+        let Some(loop_type) = loop_type else {
+            return Recovery::Continue;
+        };
+        let attempts = self.stats.recovery_attempts;
+        if attempts >= self.config.max_recovery_attempts || loop_type == LoopType::ResourceExhaustion {
+            Recovery::Abort
+        } else if attempts == 0 {
+            Recovery::RetryDifferent
+        } else if attempts == 1 && self.config.escalate_on_loop {
+            Recovery::EscalateModel
+        } else {
+            Recovery::RequestHelp
+        }
+    }
+
+    /// Count one recovery attempt; true while more attempts are allowed.
+    pub fn increment_recovery(&mut self) -> bool {
+        self.stats.recovery_attempts = self.stats.recovery_attempts.saturating_add(1);
+        self.stats.recovery_attempts < self.config.max_recovery_attempts
+    }
+
+    /// The delay to wait now; the next one grows by the multiplier, capped at `max_backoff`.
+    pub fn next_backoff(&mut self) -> f64 {
+        let delay = self.stats.current_backoff.min(self.config.max_backoff);
+        self.stats.current_backoff = (self.stats.current_backoff * self.config.backoff_multiplier).min(self.config.max_backoff);
+        delay
+    }
+
+    pub fn reset_backoff(&mut self) {
+        self.stats.current_backoff = self.config.initial_backoff;
+    }
+
+    pub fn stats(&self) -> SessionStats {
+        self.stats
+    }
+
+    pub fn elapsed(&self, now: f64) -> f64 {
+        self.started_at.map_or(0.0, |start| now - start)
+    }
+
+    /// Was a progress marker recorded after the first `boundary` actions?
+    fn marker_since(&self, boundary: u64) -> bool {
+        self.last_marker_at.is_some_and(|at| at >= boundary)
+    }
+
+    /// The newest `p * min_cycle_repeats` actions repeat one block of `p` (2..=max period)
+    /// holding at least two identities, with unchanged results and no marker since the span.
+    fn action_cycle(&self) -> bool {
+        let total = self.stats.total_actions;
+        let repeats = self.config.min_cycle_repeats;
+        (2..self.period_runs.len()).any(|period| {
+            let p = period as u64;
+            let span = p * repeats;
+            total >= span
+                && self.period_runs[period] >= p * (repeats - 1)
+                && self.block_has_two_identities(period)
+                && !self.marker_since(total - span)
+        })
+    }
+
+    fn block_has_two_identities(&self, period: usize) -> bool {
+        let mut block = self.history.iter_newest_first().take(period);
+        let Some(first) = block.next() else {
+            return false;
+        };
+        block.any(|record| record.identity != first.identity)
+    }
+
+    /// The newest plan state has been visited `min_cycle_repeats` times with no marker since
+    /// its first visit.
+    fn plan_cycle(&self) -> bool {
+        self.last_plan
+            .and_then(|state| self.plan_visits.get(&state))
+            .is_some_and(|visit| {
+                visit.count >= self.config.min_cycle_repeats && visit.markers_at_first_visit == self.stats.progress_markers
+            })
+    }
+}
+
+fn clamp(mut config: SessionConfig) -> SessionConfig {
+    for threshold in [
+        &mut config.max_identical_actions,
+        &mut config.max_similar_actions,
+        &mut config.max_consecutive_failures,
+        &mut config.max_no_progress_steps,
+    ] {
+        *threshold = (*threshold).max(1);
+    }
+    config.max_cycle_period = config.max_cycle_period.clamp(2, 64);
+    config.min_cycle_repeats = config.min_cycle_repeats.clamp(2, 1024);
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: f64 = 1000.0;
+
+    fn session(config: SessionConfig) -> Session {
+        let mut s = Session::new(config);
+        s.start(T);
+        s
+    }
+
+    fn act(s: &mut Session, identity: u64, kind: u64, result: u64, success: bool) {
+        s.record_action(identity, kind, result, success, 0.0);
+    }
+
+    #[test]
+    fn identical_actions_fire_after_threshold() {
+        let mut s = session(SessionConfig::default());
+        act(&mut s, 1, 1, 9, true);
+        act(&mut s, 1, 1, 9, true);
+        assert_eq!(s.finding(T), None);
+        act(&mut s, 1, 1, 9, true);
+        assert_eq!(s.finding(T), Some(Finding::IdenticalAction));
+    }
+
+    #[test]
+    fn similar_actions_share_a_type() {
+        let mut s = session(SessionConfig::default());
+        for i in 0..5 {
+            act(&mut s, 10 + i, 7, i, true);
+        }
+        assert_eq!(s.finding(T), Some(Finding::SimilarAction));
+        assert_eq!(Finding::SimilarAction.loop_type(), LoopType::RepeatedAction);
+    }
+
+    #[test]
+    fn failures_and_timeouts_count_as_failed() {
+        let mut s = session(SessionConfig::default());
+        act(&mut s, 1, 1, 1, false);
+        s.record_action(2, 2, 2, true, 61.0);
+        assert_eq!(s.finding(T), None);
+        act(&mut s, 3, 3, 3, false);
+        assert_eq!(s.finding(T), Some(Finding::RepeatedFailure));
+        assert_eq!(s.stats().failed_actions, 3);
+        assert_eq!(s.stats().successful_actions, 0);
+    }
+
+    #[test]
+    fn no_progress_respects_markers_by_record_order() {
+        let mut s = session(SessionConfig::default());
+        s.mark_progress();
+        for i in 0..5 {
+            act(&mut s, i, i, 42, true);
+        }
+        // The window is the whole history: the early marker still counts.
+        assert_eq!(s.finding(T), None);
+        act(&mut s, 5, 5, 42, true);
+        assert_eq!(s.finding(T), Some(Finding::NoProgress));
+        s.mark_progress();
+        assert_eq!(s.finding(T), None);
+    }
+
+    #[test]
+    fn abab_cycle_with_same_results_is_circular() {
+        let mut s = session(SessionConfig::default());
+        for _ in 0..3 {
+            act(&mut s, 1, 1, 5, true);
+            act(&mut s, 2, 2, 6, true);
+        }
+        assert_eq!(s.finding(T), Some(Finding::CircularPlan));
+        let mut off = session(SessionConfig {
+            detect_cycles: false,
+            ..SessionConfig::default()
+        });
+        for _ in 0..3 {
+            act(&mut off, 1, 1, 5, true);
+            act(&mut off, 2, 2, 6, true);
+        }
+        assert_eq!(off.finding(T), None);
+    }
+
+    #[test]
+    fn cycle_with_changing_results_is_work() {
+        let mut s = session(SessionConfig::default());
+        for i in 0..3 {
+            act(&mut s, 1, 1, 5 + i, true);
+            act(&mut s, 2, 2, 6, true);
+        }
+        assert_eq!(s.finding(T), None);
+    }
+
+    #[test]
+    fn plan_state_revisits_are_circular_until_progress() {
+        let mut s = session(SessionConfig::default());
+        act(&mut s, 1, 1, 1, true);
+        act(&mut s, 2, 2, 2, true);
+        for state in [7, 8, 7, 8, 7] {
+            s.record_plan(state);
+        }
+        assert_eq!(s.finding(T), Some(Finding::CircularPlan));
+        s.mark_progress();
+        assert_eq!(s.finding(T), None);
+        s.record_plan(7);
+        assert_eq!(s.finding(T), None);
+    }
+
+    #[test]
+    fn time_limit_and_ladder() {
+        let mut s = session(SessionConfig::default());
+        assert_eq!(s.finding(T + 300.0), None);
+        assert_eq!(s.finding(T + 300.5), Some(Finding::ResourceExhaustion));
+        assert_eq!(s.recovery(Some(LoopType::ResourceExhaustion)), Recovery::Abort);
+        assert_eq!(s.recovery(Some(LoopType::NoProgress)), Recovery::RetryDifferent);
+        assert!(s.increment_recovery());
+        assert_eq!(s.recovery(Some(LoopType::NoProgress)), Recovery::EscalateModel);
+        assert!(!s.increment_recovery());
+        assert_eq!(s.recovery(Some(LoopType::NoProgress)), Recovery::Abort);
+        assert_eq!(s.recovery(None), Recovery::Continue);
+    }
+
+    #[test]
+    fn one_event_per_episode() {
+        let mut s = session(SessionConfig::default());
+        for _ in 0..5 {
+            act(&mut s, 1, 1, 1, true);
+            s.observe(T);
+        }
+        assert_eq!(s.stats().loop_events, 1);
+        act(&mut s, 2, 2, 2, true);
+        assert_eq!(s.observe(T), (None, false));
+        for _ in 0..3 {
+            act(&mut s, 3, 3, 3, true);
+            s.observe(T);
+        }
+        assert_eq!(s.stats().loop_events, 2);
+    }
+
+    #[test]
+    fn backoff_is_capped() {
+        let mut s = session(SessionConfig {
+            initial_backoff: 8.0,
+            max_backoff: 30.0,
+            ..SessionConfig::default()
+        });
+        let delays: Vec<f64> = (0..4).map(|_| s.next_backoff()).collect();
+        assert_eq!(delays, vec![8.0, 16.0, 30.0, 30.0]);
+        assert_eq!(s.stats().current_backoff, 30.0);
+        s.reset_backoff();
+        assert_eq!(s.stats().current_backoff, 8.0);
+    }
+
+    #[test]
+    fn memory_is_bounded_by_thresholds() {
+        let mut s = session(SessionConfig::default());
+        for i in 0..100_000u64 {
+            act(&mut s, i % 7, i % 3, i, i % 2 == 0);
+        }
+        assert_eq!(s.history_capacity(), 12);
+        assert_eq!(s.stats().total_actions, 100_000);
+        for state in 0..(PLAN_STATES_CAP as u64 + 10) {
+            s.record_plan(state);
+        }
+        assert_eq!(s.plan_visits.len(), PLAN_STATES_CAP);
+    }
+}
