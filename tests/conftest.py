@@ -1,0 +1,28 @@
+"""Shared test helpers: where the conformance vectors live, and a controllable clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+# `../shared/conformance` beside the project root, as laid out for development and CI.
+CONFORMANCE = Path(__file__).resolve().parents[1].parent / "shared" / "conformance"
+
+
+def conformance_file(name: str) -> Path:
+    """The path of a conformance file; fails (never skips) when it is missing."""
+    path = CONFORMANCE / name
+    if not path.is_file():
+        pytest.fail(f"conformance file missing: {path} (shared/ must sit beside the project)")
+    return path
+
+
+class FakeClock:
+    """A clock the test sets by hand (seconds)."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

@@ -1,0 +1,420 @@
+"""DoomLoopDetector behaviour beyond the upstream vectors: doomloop's own decisions,
+bounds, thread safety, bad input, logging, backoff, and a model-based property test."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import tracemalloc
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import FakeClock
+from doom_loop_model import ModelDetector
+from doomloop import DoomLoopConfig, DoomLoopDetector, DoomLoopEvent, DoomLoopType, RecoveryAction
+
+
+def started(config: DoomLoopConfig | None = None, now: float = 1000.0) -> tuple[DoomLoopDetector, FakeClock]:
+    clock = FakeClock(now)
+    detector = DoomLoopDetector(config, clock=clock)
+    detector.start_session()
+    return detector, clock
+
+
+# --- the documented quick start -------------------------------------------------------
+
+
+def test_seed_quick_start() -> None:
+    detector = DoomLoopDetector()
+    detector.start_session()
+    for _ in range(3):
+        detector.record_action("read_file", {"path": "foo.py"}, "content", success=True)
+    assert detector.is_doom_loop()
+    assert detector.get_recovery_action() is RecoveryAction.RETRY_DIFFERENT
+
+
+def test_early_marker_no_longer_suppresses_no_progress() -> None:
+    detector, _ = started(DoomLoopConfig(max_no_progress_steps=5, max_consecutive_failures=10, max_similar_actions=10))
+    detector.mark_progress("read config.yaml")
+    for i in range(5):
+        detector.record_action("retry", {"n": i}, "same error", success=False)
+    # The window is the whole history, so the early marker still counts...
+    assert detector.get_loop_type() is None
+    detector.record_action("retry", {"n": 99}, "same error", success=False)
+    # ...until an action falls before the window.
+    assert detector.get_loop_type() is DoomLoopType.NO_PROGRESS
+
+
+# --- doomloop's decisions -------------------------------------------------------------
+
+
+def test_similar_case_says_what_it_is() -> None:
+    detector, _ = started()
+    for i in range(5):
+        detector.record_action("search", {"q": i}, f"r{i}", success=True)
+    event = detector.get_loop_event()
+    assert event is not None and event.loop_type is DoomLoopType.REPEATED_ACTION
+    assert event.description == "Same action type repeated 5 times"
+
+
+def test_time_alone_starts_a_loop_even_without_actions() -> None:
+    detector, clock = started()
+    clock.now += 300.0
+    assert not detector.is_doom_loop()
+    clock.now += 0.5
+    assert detector.is_doom_loop()
+    assert detector.get_loop_type() is DoomLoopType.RESOURCE_EXHAUSTION
+    assert detector.get_recovery_action() is RecoveryAction.ABORT
+    event = detector.get_loop_event()
+    assert event is not None and event.description == "Exceeded time limit of 300.0s"
+
+
+def test_no_session_no_time_limit() -> None:
+    clock = FakeClock(0.0)
+    detector = DoomLoopDetector(clock=clock)
+    clock.now = 10_000.0
+    assert detector.get_loop_type() is None
+    assert detector.get_stats()["elapsed_time"] == 0.0
+
+
+def test_timed_out_action_counts_as_failed() -> None:
+    detector, _ = started(DoomLoopConfig(max_time_per_action=5.0))
+    for i in range(3):
+        detector.record_action("slow", {"i": i}, f"r{i}", success=True, duration=6.0)
+    assert detector.get_loop_type() is DoomLoopType.REPEATED_FAILURE
+    stats = detector.get_stats()
+    assert stats["failed_actions"] == 3 and stats["successful_actions"] == 0
+
+
+def test_falsy_results_are_values() -> None:
+    # Upstream turns every falsy result into "no result"; here 0, "" and None differ.
+    detector, _ = started(DoomLoopConfig(max_similar_actions=10))
+    for result in (0, "", None, [], 0, ""):
+        detector.record_action("probe", {"x": str(result)}, result, success=True)
+    assert detector.get_loop_type() is None
+
+
+def test_abab_cycle_is_circular_plan_and_off_for_parity() -> None:
+    for detect, expected in ((True, DoomLoopType.CIRCULAR_PLAN), (False, None)):
+        detector, _ = started(DoomLoopConfig(detect_cycles=detect))
+        for _ in range(3):
+            detector.record_action("open", {"f": "a"}, "A", success=True)
+            detector.record_action("close", {"f": "a"}, "B", success=True)
+        assert detector.get_loop_type() is expected
+
+
+def test_cycle_with_changing_results_is_work() -> None:
+    detector, _ = started()
+    for i in range(4):
+        detector.record_action("poll", {"id": 1}, f"step {i}", success=True)
+        detector.record_action("sleep", {"s": 1}, "ok", success=True)
+    assert detector.get_loop_type() is None
+
+
+def test_marker_inside_the_cycle_span_is_progress() -> None:
+    detector, _ = started()
+    for i in range(3):
+        detector.record_action("open", {"f": "a"}, "A", success=True)
+        if i == 1:
+            detector.mark_progress("found something")
+        detector.record_action("close", {"f": "a"}, "B", success=True)
+    assert detector.get_loop_type() is None
+
+
+def test_plan_state_revisits() -> None:
+    detector, _ = started()
+    detector.record_action("plan", {}, "a", success=True)
+    detector.record_action("act", {}, "b", success=True)
+    for state in ({"step": 1}, {"step": 2}, {"step": 1}, {"step": 2}):
+        detector.record_plan(state)
+    assert detector.get_loop_type() is None
+    detector.record_plan({"step": 1})
+    assert detector.get_loop_type() is DoomLoopType.CIRCULAR_PLAN
+    event = detector.get_loop_event()
+    assert event is not None and event.description == "Plan has looped back to a previous state"
+    detector.mark_progress("moved on")
+    assert detector.get_loop_type() is None
+
+
+def test_recovery_ladder_and_attempts_last_the_session() -> None:
+    detector, _ = started(DoomLoopConfig(max_recovery_attempts=3))
+    for _ in range(3):
+        detector.record_action("x", {}, "same", success=True)
+    assert detector.get_recovery_action() is RecoveryAction.RETRY_DIFFERENT
+    assert detector.increment_recovery()
+    assert detector.get_recovery_action() is RecoveryAction.ESCALATE_MODEL
+    assert detector.increment_recovery()
+    detector.mark_progress("unrelated")  # neither markers nor loops clearing reset attempts
+    assert detector.get_recovery_action() is RecoveryAction.REQUEST_HELP
+    assert not detector.increment_recovery()
+    assert detector.get_recovery_action() is RecoveryAction.ABORT
+    detector.start_session()
+    assert detector.get_stats()["recovery_attempts"] == 0
+    assert detector.get_recovery_action() is RecoveryAction.CONTINUE
+
+
+def test_no_escalation_when_disabled() -> None:
+    detector, _ = started(DoomLoopConfig(escalate_on_loop=False, max_recovery_attempts=5))
+    for _ in range(3):
+        detector.record_action("x", {}, "same", success=True)
+    detector.increment_recovery()
+    assert detector.get_recovery_action() is RecoveryAction.REQUEST_HELP
+
+
+def test_one_event_per_episode_and_logging(caplog: pytest.LogCaptureFixture) -> None:
+    detector, _ = started()
+    with caplog.at_level(logging.WARNING, logger="doomloop"):
+        for _ in range(6):
+            detector.record_action("x", {}, "same", success=True)
+            detector.is_doom_loop()
+        detector.record_action("y", {}, "other", success=True)
+        for _ in range(3):
+            detector.record_action("z", {}, "z", success=False)
+    assert detector.get_stats()["loop_events"] == 2
+    messages = [r.getMessage() for r in caplog.records if r.name == "doomloop"]
+    assert messages == [
+        "doom loop detected: Same action repeated 3 times",
+        "doom loop detected: Same action repeated 3 times",
+    ]
+
+
+def test_event_to_dict() -> None:
+    detector, _ = started()
+    for i in range(12):
+        detector.record_action(f"t{i % 2}", {"i": i % 2}, "r", success=True)
+    detector.record_action("t1", {"i": 1}, "r", success=True)
+    detector.record_action("t1", {"i": 1}, "r", success=True)
+    event = detector.get_loop_event()
+    assert isinstance(event, DoomLoopEvent)
+    data = event.to_dict()
+    assert list(data) == ["loop_type", "description", "action_history", "recovery_action", "timestamp", "metadata"]
+    assert data["loop_type"] == "repeated_action"
+    assert data["recovery_action"] == "retry_different"
+    assert data["action_history"] == ["t0", "t1"] * 4 + ["t1", "t1"]
+    assert data["metadata"] == {"action_count": 14, "recovery_attempts": 0}
+
+
+def test_stats_count_every_call() -> None:
+    detector, clock = started()
+    detector.record_action("a", {}, "1", success=True)
+    detector.record_action("b", {}, "2", success=False)
+    detector.mark_progress("m")
+    detector.mark_progress("m")
+    clock.now += 12.5
+    stats = detector.get_stats()
+    assert stats == {
+        "total_actions": 2,
+        "successful_actions": 1,
+        "failed_actions": 1,
+        "loop_events": 0,
+        "recovery_attempts": 0,
+        "progress_markers": 2,
+        "elapsed_time": 12.5,
+        "current_backoff": 1.0,
+    }
+
+
+def test_backoff_is_capped_and_async_does_not_block() -> None:
+    config = DoomLoopConfig(initial_backoff=0.001, backoff_multiplier=10.0, max_backoff=0.05)
+    detector, _ = started(config)
+    assert detector.apply_backoff() == 0.001
+    assert detector.apply_backoff() == pytest.approx(0.01)
+    assert detector.apply_backoff() == pytest.approx(0.05)
+    assert detector.get_stats()["current_backoff"] == pytest.approx(0.05)
+    detector.reset_backoff()
+    assert detector.get_stats()["current_backoff"] == 0.001
+
+    async def main() -> list[str]:
+        order: list[str] = []
+
+        async def other() -> None:
+            order.append("other ran")
+
+        slow = DoomLoopDetector(DoomLoopConfig(initial_backoff=0.05))
+        await asyncio.gather(slow.apply_backoff_async(), other())
+        order.append("backoff done")
+        return order
+
+    assert asyncio.run(main()) == ["other ran", "backoff done"]
+
+
+# --- bounds and threads ---------------------------------------------------------------
+
+
+def test_memory_does_not_grow_with_actions() -> None:
+    detector, _ = started()
+    for i in range(1_000):
+        detector.record_action("read_file", {"path": f"f{i % 50}.py"}, "x" * 100, success=True)
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    for i in range(100_000):
+        detector.record_action("read_file", {"path": f"f{i % 50}.py"}, "x" * 100, success=True)
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    growth = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    assert growth < 64 * 1024
+    assert detector._history_capacity == 12
+    assert detector.get_stats()["total_actions"] == 101_000
+
+
+def test_threads_lose_no_update() -> None:
+    detector, _ = started(DoomLoopConfig(max_similar_actions=10**6, max_identical_actions=10**6))
+    threads_n, per_thread = 8, 2_000
+
+    def work(tid: int) -> None:
+        for i in range(per_thread):
+            detector.record_action(f"t{tid}", {"i": i}, i, success=i % 2 == 0)
+            if i % 100 == 0:
+                detector.mark_progress("p")
+                detector.is_doom_loop()
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(threads_n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stats = detector.get_stats()
+    assert stats["total_actions"] == threads_n * per_thread
+    assert stats["successful_actions"] == threads_n * per_thread // 2
+    assert stats["progress_markers"] == threads_n * per_thread // 100
+
+
+# --- bad input ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("max_identical_actions", 0, ValueError),
+        ("max_similar_actions", -1, ValueError),
+        ("max_no_progress_steps", 2.5, TypeError),
+        ("max_consecutive_failures", True, TypeError),
+        ("content_chunk_size", 0, ValueError),
+        ("backoff_multiplier", 0.5, ValueError),
+        ("initial_backoff", float("nan"), ValueError),
+        ("max_total_time", 0, ValueError),
+        ("max_time_per_action", "60", TypeError),
+        ("max_cycle_period", 1, ValueError),
+        ("min_cycle_repeats", 1, ValueError),
+        ("similarity_threshold", 1.5, ValueError),
+        ("detect_cycles", 1, TypeError),
+    ],
+)
+def test_config_validation_names_the_field(field: str, value: Any, error: type) -> None:
+    with pytest.raises(error, match=field):
+        DoomLoopConfig(**{field: value})
+
+
+def test_config_is_frozen() -> None:
+    with pytest.raises(AttributeError):
+        DoomLoopConfig().max_identical_actions = 9  # type: ignore[misc]
+
+
+def test_bad_arguments_raise_clear_errors() -> None:
+    detector, _ = started()
+    with pytest.raises(TypeError, match="config"):
+        DoomLoopDetector({"max_identical_actions": 3})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="clock"):
+        DoomLoopDetector(clock=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="action_type"):
+        detector.record_action(5, {}, "r", success=True)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="success"):
+        detector.record_action("a", {}, "r", success="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="duration"):
+        detector.record_action("a", {}, "r", success=True, duration=float("nan"))
+    with pytest.raises(TypeError, match="metadata"):
+        detector.record_action("a", {}, "r", success=True, metadata=[1])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="marker"):
+        detector.mark_progress(3)  # type: ignore[arg-type]
+    bad_clock = DoomLoopDetector(clock=lambda: "soon")  # type: ignore[arg-type,return-value]
+    with pytest.raises(TypeError, match="clock"):
+        bad_clock.start_session()
+    assert detector.get_stats()["total_actions"] == 0
+
+
+def test_adversarial_arguments_never_crash() -> None:
+    detector, _ = started()
+    deep: Any = {}
+    for _ in range(100_000):
+        deep = {"k": deep}
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    for args, result in (
+        (deep, cyclic),
+        ({"n": float("nan"), "i": 2**4000, "z": -0.0}, float("inf")),
+        ({"b": b"\xff" * 10, "s": {1, 2}, "t": (1, 2)}, "\udcff"),
+        (None, object()),
+        ({1: "int key", "1": "str key", None: 0, (1, 2): "tuple key"}, "x" * 5_000_000),
+    ):
+        detector.record_action("tool", args, result, success=True)
+    assert detector.get_stats()["total_actions"] == 5
+
+
+# --- the engine against the model -----------------------------------------------------
+
+ARGS = [{}, {"a": 1}, {"a": 2}, {"b": "x"}]
+RESULTS = ["ok", "err", "same", None]
+steps = st.one_of(
+    st.tuples(
+        st.just("action"),
+        st.sampled_from(["read", "write", "grep"]),
+        st.sampled_from(range(len(ARGS))),
+        st.sampled_from(range(len(RESULTS))),
+        st.booleans(),
+        st.sampled_from([0.0, 0.0, 61.0]),
+    ),
+    st.tuples(st.just("marker")),
+    st.tuples(st.just("plan"), st.integers(0, 3)),
+    st.tuples(st.just("advance"), st.floats(0, 200)),
+)
+configs = st.builds(
+    DoomLoopConfig,
+    max_identical_actions=st.integers(1, 5),
+    max_similar_actions=st.integers(1, 7),
+    max_consecutive_failures=st.integers(1, 5),
+    max_no_progress_steps=st.integers(1, 7),
+    max_cycle_period=st.integers(2, 4),
+    min_cycle_repeats=st.integers(2, 4),
+    detect_cycles=st.booleans(),
+)
+
+
+@given(configs, st.lists(steps, max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_engine_matches_the_model(config: DoomLoopConfig, script: list[tuple[Any, ...]]) -> None:
+    detector, clock = started(config, now=0.0)
+    reference = ModelDetector(config, started_at=0.0)
+    names = {
+        None: None,
+        DoomLoopType.REPEATED_FAILURE: "repeated_failure",
+        DoomLoopType.NO_PROGRESS: "no_progress",
+        DoomLoopType.CIRCULAR_PLAN: "circular_plan",
+        DoomLoopType.RESOURCE_EXHAUSTION: "resource_exhaustion",
+    }
+    for step in script:
+        if step[0] == "action":
+            _, kind, args, result, success, duration = step
+            detector.record_action(kind, ARGS[args], RESULTS[result], success, duration)
+            reference.record_action(kind, ARGS[args], RESULTS[result], success, duration)
+        elif step[0] == "marker":
+            detector.mark_progress("m")
+            reference.mark_progress()
+        elif step[0] == "plan":
+            detector.record_plan({"state": step[1]})
+            reference.record_plan(step[1])
+        else:
+            clock.now += step[1]
+        expected = reference.finding(clock.now)
+        loop_type = detector.get_loop_type()
+        if expected in ("identical", "similar"):
+            assert loop_type is DoomLoopType.REPEATED_ACTION
+            event = detector.get_loop_event()
+            assert event is not None
+            assert event.description.startswith("Same action repeated" if expected == "identical" else "Same action type")
+        else:
+            assert names[loop_type] == expected
