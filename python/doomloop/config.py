@@ -2,64 +2,147 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ._validate import boolean, number, positive_int
 
+if TYPE_CHECKING:
+    from typing import Any
+
 _OWNER = "DoomLoopConfig"
 
+# (field, default) in declaration order: the constructor's positional order, repr and equality.
+_FIELDS = (
+    ("max_identical_actions", 3),
+    ("max_similar_actions", 5),
+    ("max_consecutive_failures", 3),
+    ("max_no_progress_steps", 5),
+    ("similarity_threshold", 0.85),
+    ("max_time_per_action", 60.0),
+    ("max_total_time", 300.0),
+    ("enable_auto_recovery", True),
+    ("max_recovery_attempts", 2),
+    ("escalate_on_loop", True),
+    ("initial_backoff", 1.0),
+    ("backoff_multiplier", 2.0),
+    ("max_backoff", 30.0),
+    ("max_repeated_chunks", 8),
+    ("content_chunk_size", 50),
+    ("detect_cycles", True),
+    ("max_cycle_period", 4),
+    ("min_cycle_repeats", 3),
+)
 
-@dataclass(frozen=True)
+
 class DoomLoopConfig:
     """Thresholds of :class:`DoomLoopDetector` (defaults are upstream's documented ones).
 
-    Frozen: a detector reads its config once, so changing it afterwards could not take
-    effect; build a new config (``dataclasses.replace``) and a new detector instead.
-    Invalid values raise ``TypeError``/``ValueError`` naming the field.
+    ``similarity_threshold`` is kept for compatibility only: no check reads it.
+    ``detect_cycles``, ``max_cycle_period`` and ``min_cycle_repeats`` are doomloop's
+    CIRCULAR_PLAN settings; ``detect_cycles=False`` gives strict upstream parity.
+
+    Immutable: a detector reads its config once, so changing it afterwards could not take
+    effect; use :meth:`replace` and build a new detector instead. Invalid values raise
+    ``TypeError``/``ValueError`` naming the field. (A plain class rather than a dataclass
+    keeps ``import doomloop`` fast.)
     """
 
-    max_identical_actions: int = 3
-    max_similar_actions: int = 5
-    max_consecutive_failures: int = 3
-    max_no_progress_steps: int = 5
-    similarity_threshold: float = 0.85
-    """Kept for compatibility only; no check reads it."""
-    max_time_per_action: float = 60.0
-    max_total_time: float = 300.0
-    enable_auto_recovery: bool = True
-    max_recovery_attempts: int = 2
-    escalate_on_loop: bool = True
-    initial_backoff: float = 1.0
-    backoff_multiplier: float = 2.0
-    max_backoff: float = 30.0
-    max_repeated_chunks: int = 8
-    content_chunk_size: int = 50
-    detect_cycles: bool = True
-    """CIRCULAR_PLAN detection (doomloop's addition); False gives strict upstream parity."""
-    max_cycle_period: int = 4
-    min_cycle_repeats: int = 3
+    __slots__ = tuple(name for name, _ in _FIELDS)
 
-    def __post_init__(self) -> None:
-        for name in (
-            "max_identical_actions",
-            "max_similar_actions",
-            "max_consecutive_failures",
-            "max_no_progress_steps",
-            "max_repeated_chunks",
-            "content_chunk_size",
-        ):
-            positive_int(_OWNER, name, getattr(self, name))
-        positive_int(_OWNER, "max_recovery_attempts", self.max_recovery_attempts, minimum=0)
-        positive_int(_OWNER, "max_cycle_period", self.max_cycle_period, minimum=2)
-        positive_int(_OWNER, "min_cycle_repeats", self.min_cycle_repeats, minimum=2)
-        similarity = number(_OWNER, "similarity_threshold", self.similarity_threshold)
+    max_identical_actions: int
+    max_similar_actions: int
+    max_consecutive_failures: int
+    max_no_progress_steps: int
+    similarity_threshold: float
+    max_time_per_action: float
+    max_total_time: float
+    enable_auto_recovery: bool
+    max_recovery_attempts: int
+    escalate_on_loop: bool
+    initial_backoff: float
+    backoff_multiplier: float
+    max_backoff: float
+    max_repeated_chunks: int
+    content_chunk_size: int
+    detect_cycles: bool
+    max_cycle_period: int
+    min_cycle_repeats: int
+
+    def __init__(
+        self,
+        max_identical_actions: int = 3,
+        max_similar_actions: int = 5,
+        max_consecutive_failures: int = 3,
+        max_no_progress_steps: int = 5,
+        similarity_threshold: float = 0.85,
+        max_time_per_action: float = 60.0,
+        max_total_time: float = 300.0,
+        enable_auto_recovery: bool = True,
+        max_recovery_attempts: int = 2,
+        escalate_on_loop: bool = True,
+        initial_backoff: float = 1.0,
+        backoff_multiplier: float = 2.0,
+        max_backoff: float = 30.0,
+        max_repeated_chunks: int = 8,
+        content_chunk_size: int = 50,
+        detect_cycles: bool = True,
+        max_cycle_period: int = 4,
+        min_cycle_repeats: int = 3,
+    ) -> None:
+        ints = {
+            "max_identical_actions": (max_identical_actions, 1),
+            "max_similar_actions": (max_similar_actions, 1),
+            "max_consecutive_failures": (max_consecutive_failures, 1),
+            "max_no_progress_steps": (max_no_progress_steps, 1),
+            "max_recovery_attempts": (max_recovery_attempts, 0),
+            "max_repeated_chunks": (max_repeated_chunks, 1),
+            "content_chunk_size": (content_chunk_size, 1),
+            "max_cycle_period": (max_cycle_period, 2),
+            "min_cycle_repeats": (min_cycle_repeats, 2),
+        }
+        for name, (value, minimum) in ints.items():
+            self._set(name, positive_int(_OWNER, name, value, minimum=minimum))
+        similarity = number(_OWNER, "similarity_threshold", similarity_threshold)
         if similarity > 1.0:
             raise ValueError(f"{_OWNER}.similarity_threshold must be <= 1.0, got {similarity}")
-        for name in ("max_time_per_action", "max_total_time"):
-            object.__setattr__(self, name, number(_OWNER, name, getattr(self, name), strict=True))
-        for name in ("initial_backoff", "max_backoff"):
-            object.__setattr__(self, name, number(_OWNER, name, getattr(self, name)))
-        multiplier = number(_OWNER, "backoff_multiplier", self.backoff_multiplier, minimum=1.0)
-        object.__setattr__(self, "backoff_multiplier", multiplier)
-        for name in ("enable_auto_recovery", "escalate_on_loop", "detect_cycles"):
-            boolean(_OWNER, name, getattr(self, name))
+        self._set("similarity_threshold", similarity)
+        self._set("max_time_per_action", number(_OWNER, "max_time_per_action", max_time_per_action, strict=True))
+        self._set("max_total_time", number(_OWNER, "max_total_time", max_total_time, strict=True))
+        self._set("initial_backoff", number(_OWNER, "initial_backoff", initial_backoff))
+        self._set("backoff_multiplier", number(_OWNER, "backoff_multiplier", backoff_multiplier, minimum=1.0))
+        self._set("max_backoff", number(_OWNER, "max_backoff", max_backoff))
+        self._set("enable_auto_recovery", boolean(_OWNER, "enable_auto_recovery", enable_auto_recovery))
+        self._set("escalate_on_loop", boolean(_OWNER, "escalate_on_loop", escalate_on_loop))
+        self._set("detect_cycles", boolean(_OWNER, "detect_cycles", detect_cycles))
+
+    def _set(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{_OWNER} is immutable; use .replace({name}=...)")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{_OWNER} is immutable")
+
+    def replace(self, **changes: Any) -> DoomLoopConfig:
+        """A copy with ``changes`` applied (validated like the constructor)."""
+        unknown = set(changes) - set(self.__slots__)
+        if unknown:
+            raise TypeError(f"{_OWNER} has no field {sorted(unknown)[0]!r}")
+        return DoomLoopConfig(**{**self.as_dict(), **changes})
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every field by name, in declaration order."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DoomLoopConfig):
+            return NotImplemented
+        return self.as_dict() == other.as_dict()
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.as_dict().values()))
+
+    def __repr__(self) -> str:
+        changed = ", ".join(f"{name}={getattr(self, name)!r}" for name, default in _FIELDS if getattr(self, name) != default)
+        return f"{_OWNER}({changed})"

@@ -8,16 +8,16 @@ descriptions, backoff sleeping and logging on top.
 
 from __future__ import annotations
 
-import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING
 
+from . import _log
 from ._core import SessionEngine
 from .config import DoomLoopConfig
 from .enums import DoomLoopType, RecoveryAction
 
-logger = logging.getLogger("doomloop")
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Optional
 
 # Engine finding codes, in the engine's order (`Finding` in rust/engine/src/session.rs).
 _FINDING_TYPES = (
@@ -31,17 +31,39 @@ _FINDING_TYPES = (
 _RECOVERY = tuple(RecoveryAction)
 
 
-@dataclass
 class DoomLoopEvent:
-    """One detected loop: what it is, why, and what to do about it."""
+    """One detected loop: what it is, why, and what to do about it.
 
-    loop_type: DoomLoopType
-    description: str
-    action_history: List[str]
-    """The last ten action types, oldest first."""
-    recovery_action: RecoveryAction
-    timestamp: float = field(default_factory=time.time)
-    metadata: Dict[str, Any] = field(default_factory=dict)
+    ``action_history`` holds the last ten action types, oldest first.
+    """
+
+    __slots__ = ("loop_type", "description", "action_history", "recovery_action", "timestamp", "metadata")
+
+    def __init__(
+        self,
+        loop_type: DoomLoopType,
+        description: str,
+        action_history: List[str],
+        recovery_action: RecoveryAction,
+        timestamp: Optional[float] = None,
+        metadata: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        self.loop_type = loop_type
+        self.description = description
+        self.action_history = action_history
+        self.recovery_action = recovery_action
+        self.timestamp = time.time() if timestamp is None else timestamp
+        self.metadata = {} if metadata is None else metadata
+
+    def __repr__(self) -> str:
+        return f"DoomLoopEvent({self.loop_type}, {self.description!r}, recovery_action={self.recovery_action})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DoomLoopEvent):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the upstream dataclass
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (enums as their string values)."""
@@ -147,4 +169,4 @@ class DoomLoopDetector(SessionEngine):
 
     def _on_loop_episode(self, code: int) -> None:
         # Called by the engine once per loop episode, with its lock released.
-        logger.warning("doom loop detected: %s", _description(code, self.config))
+        _log.warning("doom loop detected: %s", _description(code, self.config))
