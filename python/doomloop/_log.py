@@ -1,18 +1,32 @@
 """The ``doomloop`` logger, imported on first use: ``logging`` costs more to import than
-the rest of ``import doomloop`` together, and most processes never log a loop."""
+the rest of ``import doomloop`` together, and most processes never log a loop.
+
+As the logging guide asks of libraries, the logger gets a ``NullHandler``: records reach
+whatever handlers the application configures, and nothing is printed otherwise.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import logging
+
+
+def _logger() -> logging.Logger:
+    import logging
+
+    logger = logging.getLogger("doomloop")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+    return logger
 
 
 def warning(message: str, *args: object) -> None:
     """Log a warning under the ``doomloop`` logger."""
-    import logging
-
-    logging.getLogger("doomloop").warning(message, *args)
+    _logger().warning(message, *args)
 
 
 def info(message: str, *args: object) -> None:
     """Log an info line under the ``doomloop`` logger."""
-    import logging
-
-    logging.getLogger("doomloop").info(message, *args)
+    _logger().info(message, *args)

@@ -6,7 +6,6 @@
 //! an object whose state cannot be read falls back to its type name (documented in the README).
 
 use std::cell::RefCell;
-use std::collections::HashSet;
 
 use doomloop_engine::fingerprint::{self as fp, Canon};
 use pyo3::ffi;
@@ -81,16 +80,12 @@ enum Step<'py> {
 fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon) -> u64 {
     canon.clear();
     let mut frames: Vec<Frame<'_>> = Vec::new();
-    let mut on_path: HashSet<usize> = HashSet::new();
     let mut pending = Some(value.clone());
     loop {
         if let Some(item) = pending.take() {
-            match classify(&item, frames.len(), &on_path, &frames, canon) {
+            match classify(&item, &frames, canon) {
                 Step::Digest(digest) => canon.push(digest),
-                Step::Open(frame) => {
-                    on_path.insert(frame.id);
-                    frames.push(frame);
-                }
+                Step::Open(frame) => frames.push(frame),
                 Step::Replace(substitute) => {
                     pending = Some(substitute);
                     continue;
@@ -106,7 +101,6 @@ fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon) -> u64 {
                 let Some(frame) = frames.pop() else {
                     break;
                 };
-                on_path.remove(&frame.id);
                 let digest = match frame.kind {
                     Kind::Seq => canon.finish_seq(frame.start),
                     Kind::Map => canon.finish_map(frame.start),
@@ -123,12 +117,20 @@ fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon) -> u64 {
 
 fn next_child<'py>(source: &mut Source<'py>) -> Option<Bound<'py, PyAny>> {
     match source {
+        // Bounds are checked first: a failed get_item builds an IndexError, which is slow.
+        // The length is re-read each step because a nested walk may shrink the list.
         Source::List(list, index) => {
+            if *index >= list.len() {
+                return None;
+            }
             let item = list.get_item(*index).ok()?;
             *index += 1;
             Some(item)
         }
         Source::Tuple(tuple, index) => {
+            if *index >= tuple.len() {
+                return None;
+            }
             let item = tuple.get_item(*index).ok()?;
             *index += 1;
             Some(item)
@@ -163,13 +165,11 @@ fn next_child<'py>(source: &mut Source<'py>) -> Option<Bound<'py, PyAny>> {
     }
 }
 
-fn classify<'py>(
-    item: &Bound<'py, PyAny>,
-    depth: usize,
-    on_path: &HashSet<usize>,
-    frames: &[Frame<'py>],
-    canon: &Canon,
-) -> Step<'py> {
+fn classify<'py>(item: &Bound<'py, PyAny>, frames: &[Frame<'py>], canon: &Canon) -> Step<'py> {
+    // Exact str is by far the commonest leaf (keys, paths, results): test it first.
+    if let Ok(string) = item.cast_exact::<PyString>() {
+        return Step::Digest(str_digest(string));
+    }
     if item.is_none() {
         return Step::Digest(fp::hash_none());
     }
@@ -192,16 +192,16 @@ fn classify<'py>(
         return Step::Digest(fp::hash_bytes(&array.to_vec()));
     }
     let id = item.as_ptr() as usize;
-    if on_path.contains(&id) {
-        let distance = frames.iter().rev().position(|f| f.id == id).unwrap_or(0) as u64;
-        return Step::Digest(fp::hash_cycle(distance));
+    // The path is at most MAX_DEPTH frames and usually a handful: a scan beats a hash set.
+    if let Some(distance) = frames.iter().rev().position(|f| f.id == id) {
+        return Step::Digest(fp::hash_cycle(distance as u64));
     }
     let container = item.is_instance_of::<PyDict>()
         || item.is_instance_of::<PyList>()
         || item.is_instance_of::<PyTuple>()
         || item.is_instance_of::<PySet>()
         || item.is_instance_of::<PyFrozenSet>();
-    if depth >= MAX_DEPTH {
+    if frames.len() >= MAX_DEPTH {
         return Step::Digest(fp::hash_too_deep());
     }
     let start = canon.mark();

@@ -8,7 +8,7 @@
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
-use doomloop_engine::fingerprint::{hash_action, hash_none};
+use doomloop_engine::fingerprint::{hash_action, hash_none, Canon};
 use doomloop_engine::ring::Ring;
 use doomloop_engine::session::{Finding, Session, SessionConfig};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -34,6 +34,12 @@ pub struct SessionEngine {
 fn monotonic_seconds() -> f64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     EPOCH.get_or_init(Instant::now).elapsed().as_secs_f64()
+}
+
+fn empty_mapping_digest() -> u64 {
+    let mut canon = Canon::new();
+    let start = canon.mark();
+    canon.finish_map(start)
 }
 
 fn finding_code(finding: Option<Finding>) -> Option<u8> {
@@ -153,7 +159,7 @@ impl SessionEngine {
         let kind = fingerprint_str(action_type);
         // `args=None` is the empty mapping.
         let args_digest = if args.is_none() {
-            fingerprint(&PyDict::new(slf.py()))
+            empty_mapping_digest()
         } else {
             fingerprint(args)
         };

@@ -13,7 +13,8 @@ impl<T> Ring<T> {
     pub fn new(capacity: usize) -> Self {
         let capacity = capacity.max(1);
         Ring {
-            items: Vec::with_capacity(capacity),
+            // Grown on demand: a large configured capacity costs nothing until it is used.
+            items: Vec::with_capacity(capacity.min(64)),
             capacity,
             next: 0,
         }

@@ -2,8 +2,8 @@
 //!
 //! Every check is answered from running counters kept up to date on each recorded action, so
 //! recording and checking cost O(1) (cycle checks O(max_cycle_period)) whatever the history
-//! length. History is a ring buffer sized from the thresholds; nothing grows with the number
-//! of actions.
+//! length or the thresholds. The only history kept is a ring buffer of the last
+//! `max_cycle_period + 1` actions; nothing grows with the number of actions.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -150,22 +150,9 @@ pub struct Session {
 impl Session {
     pub fn new(config: SessionConfig) -> Self {
         let config = clamp(config);
-        let cycle_span = if config.detect_cycles {
-            config.max_cycle_period * config.min_cycle_repeats
-        } else {
-            0
-        };
-        let capacity = [
-            config.max_identical_actions,
-            config.max_similar_actions,
-            config.max_consecutive_failures,
-            config.max_no_progress_steps,
-            cycle_span,
-            config.max_cycle_period + 1,
-        ]
-        .into_iter()
-        .max()
-        .unwrap_or(1);
+        // The checks run on counters; the ring only serves the cycle checks, which look back
+        // at most `max_cycle_period` actions. So memory does not depend on the thresholds.
+        let capacity = config.max_cycle_period + 1;
         let period_slots = config.max_cycle_period as usize + 1;
         let current_backoff = config.initial_backoff;
         Session {
@@ -277,18 +264,18 @@ impl Session {
         let total = self.stats.total_actions;
         let c = &self.config;
         if total >= 2 {
-            let window_full = |n: u64| total >= n;
-            if window_full(c.max_identical_actions) && self.identical_run >= c.max_identical_actions {
+            // A run never exceeds the number of actions, so "the last N" always exist here.
+            if self.identical_run >= c.max_identical_actions {
                 return Some(Finding::IdenticalAction);
             }
-            if window_full(c.max_similar_actions) && self.similar_run >= c.max_similar_actions {
+            if self.similar_run >= c.max_similar_actions {
                 return Some(Finding::SimilarAction);
             }
-            if window_full(c.max_consecutive_failures) && self.failure_run >= c.max_consecutive_failures {
+            if self.failure_run >= c.max_consecutive_failures {
                 return Some(Finding::RepeatedFailure);
             }
             let n = c.max_no_progress_steps;
-            if window_full(n) && self.same_result_run >= n && !self.marker_since(total - n) {
+            if self.same_result_run >= n && !self.marker_since(total - n) {
                 return Some(Finding::NoProgress);
             }
             if c.detect_cycles && (self.action_cycle() || self.plan_cycle()) {
@@ -562,12 +549,25 @@ mod tests {
     }
 
     #[test]
-    fn memory_is_bounded_by_thresholds() {
+    fn huge_thresholds_allocate_nothing_extra() {
+        let s = session(SessionConfig {
+            max_identical_actions: u64::MAX,
+            max_similar_actions: u64::MAX,
+            max_consecutive_failures: u64::MAX,
+            max_no_progress_steps: u64::MAX,
+            ..SessionConfig::default()
+        });
+        assert_eq!(s.history_capacity(), 5);
+        assert_eq!(s.finding(T), None);
+    }
+
+    #[test]
+    fn memory_is_bounded() {
         let mut s = session(SessionConfig::default());
         for i in 0..100_000u64 {
             act(&mut s, i % 7, i % 3, i, i % 2 == 0);
         }
-        assert_eq!(s.history_capacity(), 12);
+        assert_eq!(s.history_capacity(), 5);
         assert_eq!(s.stats().total_actions, 100_000);
         for state in 0..(PLAN_STATES_CAP as u64 + 10) {
             s.record_plan(state);
