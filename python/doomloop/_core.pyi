@@ -2,6 +2,9 @@
 
 from typing import Any, Callable, Optional, Tuple
 
+from typing_extensions import Self, disjoint_base
+
+__all__ = ["SessionEngine", "fingerprint", "MAX_DEPTH", "HASH_DETACH_THRESHOLD", "__version__"]
 __version__: str
 MAX_DEPTH: int
 """Containers nested deeper than this hash as a fixed "too deep" marker."""
@@ -11,10 +14,11 @@ HASH_DETACH_THRESHOLD: int
 def fingerprint(value: object, /) -> int:
     """The canonical 64-bit fingerprint of ``value`` (see the README). Never raises."""
 
+@disjoint_base
 class SessionEngine:
     """Rust state behind :class:`doomloop.DoomLoopDetector` (use that class)."""
 
-    def __new__(cls, config: Any, *, clock: Optional[Callable[[], float]] = None) -> "SessionEngine": ...
+    def __new__(cls, config: Any, *, clock: Optional[Callable[[], float]] = None) -> Self: ...
     def start_session(self) -> None:
         """Start the clock and clear history, markers, plan states, attempts, events, backoff."""
     def record_action(
