@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FakeClock
+from support import FakeClock
 from doom_loop_model import ModelDetector
 from doomloop import DoomLoopConfig, DoomLoopDetector, DoomLoopEvent, DoomLoopType, RecoveryAction
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FakeClock, conformance_file
+from support import FakeClock, conformance_file
 from doomloop import DoomLoopConfig, DoomLoopDetector
 
 SIMILAR_CASE_WORDING = "Same action type repeated"

@@ -128,9 +128,15 @@ pub fn hash_int_magnitude(negative: bool, magnitude_le: &[u8]) -> u64 {
     }
 }
 
+/// The common case of [`hash_int_magnitude`], without scanning for the used length.
 #[inline]
 pub fn hash_i64(value: i64) -> u64 {
-    hash_int_magnitude(value < 0, &value.unsigned_abs().to_le_bytes())
+    let magnitude = value.unsigned_abs();
+    let used = (8 - magnitude.leading_zeros() / 8) as usize;
+    let mut buf = [0u8; 9];
+    buf[0] = (value < 0) as u8;
+    buf[1..].copy_from_slice(&magnitude.to_le_bytes());
+    hash_tagged(tag::INT, &buf[..=used])
 }
 
 /// Floats hash by numeric value: an integral finite float hashes as the equal integer
@@ -304,6 +310,14 @@ mod tests {
         assert_eq!(hash_f64(-(2f64.powi(100))), hash_int_magnitude(true, &two_100));
         // The largest float does not panic.
         let _ = hash_f64(f64::MAX);
+    }
+
+    #[test]
+    fn small_int_fast_path_matches_the_general_rule() {
+        for value in [0i64, 1, -1, 255, 256, -65_536, i64::MAX, i64::MIN, 1 << 40] {
+            let magnitude = value.unsigned_abs().to_le_bytes();
+            assert_eq!(hash_i64(value), hash_int_magnitude(value < 0, &magnitude), "{value}");
+        }
     }
 
     #[test]

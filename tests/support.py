@@ -1,4 +1,7 @@
-"""Shared test helpers: where the conformance vectors live, and a controllable clock."""
+"""Shared test helpers: where the conformance vectors live, and a controllable clock.
+
+A plain module rather than conftest.py, so tests can import it by a name no other folder uses.
+"""
 
 from __future__ import annotations
 
