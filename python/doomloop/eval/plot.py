@@ -76,7 +76,8 @@ def plot_loop_health(result: "LoopHealthResult", path: Union[str, "os.PathLike[s
                         linestyles=style, linewidth=2, label=label, zorder=2)
 
     if not scores:
-        axes.text(0.5, 0.5, "no iterations", transform=axes.transAxes, ha="center", va="center")
+        axes.text(0.5, 0.5, "no iterations", transform=axes.transAxes, ha="center", va="center",
+                  bbox={"facecolor": "white", "edgecolor": "none"})
     if unplaced:
         fired_count = sum(unplaced)
         figure.text(0.01, 0.01, f"{len(unplaced)} guard event(s) without an iteration ({fired_count} fired)",
@@ -87,7 +88,11 @@ def plot_loop_health(result: "LoopHealthResult", path: Union[str, "os.PathLike[s
     axes.set_title(f"Loop health: {status}" + (f" ({name})" if isinstance(name, str) else ""))
     axes.set_xlabel("iteration")
     axes.set_ylabel("score")
+    last = max([len(scores), 1] + [iteration for iteration, _ in placed])
+    axes.set_xlim(0.5, last + 0.5)
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if not scores and not placed:
+        axes.set_xticks([])
     axes.grid(alpha=0.3)
     axes.legend(loc="best", fontsize="small")
 
