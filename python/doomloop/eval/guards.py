@@ -1,27 +1,31 @@
 """Recognising guard events: which ones mean "a doom-loop guard fired".
 
 Every guard event handed to :meth:`LoopEvaluator.run` counts as one guard intervention. An
-event *fires* (sets ``doom_loop_fired``) by the rules below. Events are duck-typed: a dict
-(any mapping) is read by key, any other object by attribute, so the same shape works both
-ways. Strings in flags are read as words ("false", "0", "no" and "" are false, any case);
-marker strings are compared stripped and case-insensitively, and an enum counts as its value.
-The rules are tried in order; the first that decides gives the answer, and an event no rule
-fires for does not fire.
+event *fires* (sets ``doom_loop_fired``) when any of the rules below holds for it. Events are
+duck-typed: a dict (any mapping) is read by key, any other object by attribute, so the same
+shape works both ways. Flags are read as words when they are strings ("false", "0", "no" and
+"", in any case, are false; upstream read the string "false" as true); marker strings are
+compared stripped and case-insensitively, and an enum counts as its value.
 
-1. A bare string or enum is itself a marker (see rule 7), e.g. ``DoomLoopType.NO_PROGRESS``.
-2. Tool-call decision (``ToolCallDecision``: ``verdict``, ``blocked``, ``emit_warning``):
-   ``blocked`` true fires; otherwise the event is judged by its ``verdict`` object.
-3. Explicit verdict flags decide alone; the first one present (and not ``None``) of
-   ``is_loop`` (``DoomLoopResult``), ``should_abort`` (post-compaction guard verdict),
-   ``doom_loop`` and ``doom_loop_fired`` gives the answer, so ``{"doom_loop": "false"}``
-   does not fire.
-4. Tool-loop verdict (``LoopVerdict``): ``level`` "critical" fires. Any other level, such as
-   "warning", fires nothing by itself: a warning is an intervention only.
-5. ``loop_type`` present (not ``None``, not a blank string) fires: ``DoomLoopEvent`` and
-   ``ChantEvent`` (whose ``loop_type`` is ``DoomLoopType.REPEATED_OUTPUT``), or their strings.
-6. ``detector`` "compaction_loop_persisted" fires: the ``CompactionLoopPersisted`` exception
-   the runner raises when the post-compaction guard aborts.
-7. A ``type`` or ``event`` field equal to one of :data:`DOOM_LOOP_MARKERS` fires.
+1. ``is_loop`` is true (upstream's ``DoomLoopResult``).
+2. ``loop_type`` is present: not ``None`` and not a blank string (``DoomLoopEvent``; a chant
+   event ``ChantEvent``, whose ``loop_type`` is ``DoomLoopType.REPEATED_OUTPUT``; or their
+   strings).
+3. ``doom_loop`` or ``doom_loop_fired`` is true (explicit flags).
+4. ``type`` or ``event`` is one of :data:`DOOM_LOOP_MARKERS` (generic markers).
+5. ``level`` is "critical" (a tool-loop ``LoopVerdict``). Any other level, such as
+   "warning", fires nothing: a warning verdict is an intervention only.
+6. ``should_abort`` is true (the post-compaction guard's verdict), or ``detector`` is
+   "compaction_loop_persisted" and ``should_abort`` is absent or ``None`` (the
+   ``CompactionLoopPersisted`` exception the runner raises); a verdict whose
+   ``should_abort`` is false does not fire by its detector.
+7. ``blocked`` is true, or the event's ``verdict`` object fires (a tool-call decision,
+   ``ToolCallDecision``, is judged by its verdict unless it blocked the call).
+8. The event is itself a string or enum in :data:`DOOM_LOOP_MARKERS`, such as
+   ``DoomLoopType.NO_PROGRESS``.
+
+A false flag vetoes nothing: ``{"is_loop": False, "type": "doom_loop"}`` fires by its type
+(upstream let ``is_loop`` decide alone).
 
 An event may also carry an ``iteration`` (an int >= 1, the loop iteration it happened in);
 the evaluator records it so :func:`doomloop.eval.plot_loop_health` can place the event.
@@ -54,7 +58,7 @@ DOOM_LOOP_MARKERS = frozenset(
 )
 """The ``type`` / ``event`` values that mean a doom loop was detected."""
 
-_EXPLICIT_FLAGS = ("is_loop", "should_abort", "doom_loop", "doom_loop_fired")
+_FLAGS = ("is_loop", "doom_loop", "doom_loop_fired", "should_abort")
 _COMPACTION_DETECTOR = "compaction_loop_persisted"
 # Decisions wrap verdicts one level deep; the bound keeps an object whose verdict is itself
 # (or a longer chain) from looping forever.
@@ -66,29 +70,32 @@ def is_doom_loop_event(event: object) -> bool:
     for _ in range(_MAX_VERDICT_NESTING):
         if isinstance(event, (str, Enum)):
             return word(event) in DOOM_LOOP_MARKERS
+        if _fires(event):
+            return True
         blocked = read_field(event, "blocked")
         if is_set(blocked) and flag(blocked):
             return True
         verdict = read_field(event, "verdict")
         if not is_set(verdict) or isinstance(verdict, (str, bool, int, float)):
-            break
+            return False
         event = verdict
-    return _judge(event)
+    return False
 
 
-def _judge(event: object) -> bool:
-    for name in _EXPLICIT_FLAGS:
+def _fires(event: object) -> bool:
+    """Rules 1-6 for one event (its fields only, not a wrapped verdict)."""
+    for name in _FLAGS:
         value = read_field(event, name)
-        if is_set(value):
-            return flag(value)
-    if word(read_field(event, "level")) == "critical":
-        return True
+        if is_set(value) and flag(value):
+            return True
     loop_type = read_field(event, "loop_type")
     if is_set(loop_type) and word(loop_type) != "":
         return True
-    if word(read_field(event, "detector")) == _COMPACTION_DETECTOR:
+    if any(word(read_field(event, name)) in DOOM_LOOP_MARKERS for name in ("type", "event")):
         return True
-    return any(word(read_field(event, name)) in DOOM_LOOP_MARKERS for name in ("type", "event"))
+    if word(read_field(event, "level")) == "critical":
+        return True
+    return not is_set(read_field(event, "should_abort")) and word(read_field(event, "detector")) == _COMPACTION_DETECTOR
 
 
 def event_iteration(event: object) -> Optional[int]:
