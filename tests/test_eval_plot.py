@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 import subprocess
 import sys
-from typing import Any
+from typing import Any, Tuple
 
 import pytest
 
@@ -16,14 +16,14 @@ TAB_RED = (0xD6, 0x27, 0x28)
 TAB_GREEN = (0x2C, 0xA0, 0x2C)
 
 
-def pixels_near(path: pathlib.Path, rgb: tuple) -> int:
+def pixels_near(path: pathlib.Path, rgb: Tuple[int, int, int]) -> int:
     image = pytest.importorskip("matplotlib.image").imread(path)
     numpy = pytest.importorskip("numpy")
     target = numpy.array(rgb) / 255.0
     return int((numpy.abs(image[..., :3] - target).max(axis=-1) < 0.03).sum())
 
 
-def healthy_and_fired() -> tuple:
+def healthy_and_fired() -> Tuple[LoopHealthResult, LoopHealthResult]:
     clean = LoopEvaluator(name="clean").run({"score_history": [5.0, 7.0, 8.5]})
     fired = LoopEvaluator(name="fired").run(
         {"score_history": [5.0, 7.0, 8.5, 9.0]},

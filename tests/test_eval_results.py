@@ -82,10 +82,11 @@ def test_to_json_handles_values_json_has_no_type_for() -> None:
         PAIR = (1, 2)
 
     result = unhealthy()
-    result.metadata = {
+    odd_keys: Dict[Any, Any] = {
         "type": DoomLoopType.NO_PROGRESS, "thing": Thing(), "tuple": (1, 2), "set": {3},
         "nested_enum": Nested.PAIR, 7: "int key", None: "none key", (1, 2): "tuple key",
     }
+    result.metadata = odd_keys
     assert strict_loads(result.to_json())["metadata"] == {
         "type": "no_progress", "thing": "a thing", "tuple": [1, 2], "set": [3],
         "nested_enum": "Nested.PAIR", "7": "int key", "null": "none key", "(1, 2)": "tuple key",

@@ -91,14 +91,15 @@ def dumps(value: object, *, indent: int = 2) -> str:
         if id(item) in open_ids:
             raise ValueError("circular reference: a container contains itself")
         is_mapping = isinstance(item, Mapping)
+        items: Iterator[Any] = iter(item.items()) if isinstance(item, Mapping) else iter(item)
         out.append("{" if is_mapping else "[")
         open_ids.add(id(item))
-        stack.append(_Frame(iter(item.items() if is_mapping else item), is_mapping, depth, id(item)))  # type: ignore[union-attr]
+        stack.append(_Frame(items, is_mapping, depth, id(item)))
 
     write(value, 1)
     while stack:
         frame = stack[-1]
-        item = next(frame.items, _END)
+        item: Any = next(frame.items, _END)
         if item is _END:
             stack.pop()
             open_ids.discard(frame.ident)

@@ -11,7 +11,7 @@ import math
 import numbers
 import os
 import pathlib
-from typing import TYPE_CHECKING, List, Tuple, Union
+from typing import TYPE_CHECKING, List, Literal, Tuple, Union
 
 if TYPE_CHECKING:
     from .health import LoopHealthResult
@@ -67,8 +67,11 @@ def plot_loop_health(result: "LoopHealthResult", path: Union[str, "os.PathLike[s
             axes.axvspan(converged_at, len(scores), color="tab:red", alpha=0.08,
                          label=f"{result.wasted_iterations} wasted iteration(s)")
 
-    for fired, color, style, label in ((True, "tab:red", "-", "doom-loop guard fired"),
-                                       (False, "tab:orange", ":", "guard intervention")):
+    kinds: Tuple[Tuple[bool, str, Literal["-", ":"], str], ...] = (
+        (True, "tab:red", "-", "doom-loop guard fired"),
+        (False, "tab:orange", ":", "guard intervention"),
+    )
+    for fired, color, style, label in kinds:
         xs = [iteration for iteration, did_fire in placed if did_fire is fired]
         if xs:
             # One collection for all events of a kind: fast even with thousands of events.
