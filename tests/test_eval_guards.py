@@ -88,6 +88,7 @@ SHAPES = [
     ({"loop_type": "repeated_output"}, True),
     ({"loop_type": None}, False),
     ({"loop_type": "  "}, False),
+    ({"loop_type": False}, False),
     ({"doom_loop": True}, True),
     ({"doom_loop_fired": 1}, True),
     ({"doom_loop": "yes"}, True),

@@ -8,7 +8,7 @@ shape works both ways. Flags are read as words when they are strings ("false", "
 compared stripped and case-insensitively, and an enum counts as its value.
 
 1. ``is_loop`` is true (upstream's ``DoomLoopResult``).
-2. ``loop_type`` is present: not ``None`` and not a blank string (``DoomLoopEvent``; a chant
+2. ``loop_type`` is present: not ``None``, ``False`` or a blank string (``DoomLoopEvent``; a chant
    event ``ChantEvent``, whose ``loop_type`` is ``DoomLoopType.REPEATED_OUTPUT``; or their
    strings).
 3. ``doom_loop`` or ``doom_loop_fired`` is true (explicit flags).
@@ -89,7 +89,7 @@ def _fires(event: object) -> bool:
         if is_set(value) and flag(value):
             return True
     loop_type = read_field(event, "loop_type")
-    if is_set(loop_type) and word(loop_type) != "":
+    if is_set(loop_type) and loop_type is not False and word(loop_type) != "":
         return True
     if any(word(read_field(event, name)) in DOOM_LOOP_MARKERS for name in ("type", "event")):
         return True
