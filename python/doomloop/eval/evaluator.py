@@ -15,7 +15,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any, List, Optional, Union
 
 from .._validate import boolean, number, positive_int
-from . import _json
 from ._duck import MISSING, flag, is_set, read_field, word
 from .guards import event_iteration, is_doom_loop_event
 from .health import LoopHealthResult
@@ -178,7 +177,7 @@ class LoopEvaluator:
 
 def _write(path: pathlib.Path, result: LoopHealthResult) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_json.dumps(result.to_dict()), encoding="utf-8")
+    path.write_text(result.to_json(), encoding="utf-8")
 
 
 def _scores(loop_result: Any) -> List[float]:
