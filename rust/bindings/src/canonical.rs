@@ -28,12 +28,21 @@ thread_local! {
     static CANON: RefCell<Canon> = RefCell::new(Canon::new());
 }
 
+/// Decides which dict keys a walk leaves out (at every depth).
+pub type KeyFilter<'a> = &'a dyn Fn(&Bound<'_, PyAny>) -> bool;
+
 /// The canonical fingerprint of `value`.
 pub fn fingerprint(value: &Bound<'_, PyAny>) -> u64 {
+    fingerprint_skipping(value, None)
+}
+
+/// The canonical fingerprint of `value` with every dict entry whose key `skip` accepts left
+/// out, at every depth (used to ignore volatile ids such as message ids).
+pub fn fingerprint_skipping(value: &Bound<'_, PyAny>, skip: Option<KeyFilter<'_>>) -> u64 {
     CANON.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut canon) => walk(value, &mut canon),
+        Ok(mut canon) => walk(value, &mut canon, skip),
         // Re-entered from a `model_dump()` or `__reduce_ex__` called by an outer walk.
-        Err(_) => walk(value, &mut Canon::new()),
+        Err(_) => walk(value, &mut Canon::new(), skip),
     })
 }
 
@@ -78,7 +87,7 @@ enum Step<'py> {
     Replace(Bound<'py, PyAny>),
 }
 
-fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon) -> u64 {
+fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon, skip: Option<KeyFilter<'_>>) -> u64 {
     canon.clear();
     let mut frames: Vec<Frame<'_>> = Vec::new();
     let mut on_path: HashSet<usize> = HashSet::new();
@@ -100,7 +109,7 @@ fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon) -> u64 {
         let Some(top) = frames.last_mut() else {
             break;
         };
-        match next_child(&mut top.source) {
+        match next_child(&mut top.source, skip) {
             Some(child) => pending = Some(child),
             None => {
                 let Some(frame) = frames.pop() else {
@@ -121,7 +130,7 @@ fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon) -> u64 {
     canon.pop_root()
 }
 
-fn next_child<'py>(source: &mut Source<'py>) -> Option<Bound<'py, PyAny>> {
+fn next_child<'py>(source: &mut Source<'py>, skip: Option<KeyFilter<'_>>) -> Option<Bound<'py, PyAny>> {
     match source {
         Source::List(list, index) => {
             let item = list.get_item(*index).ok()?;
@@ -137,25 +146,30 @@ fn next_child<'py>(source: &mut Source<'py>) -> Option<Bound<'py, PyAny>> {
             if let Some(pending_value) = value.take() {
                 return Some(pending_value);
             }
-            let mut key_ptr: *mut ffi::PyObject = std::ptr::null_mut();
-            let mut value_ptr: *mut ffi::PyObject = std::ptr::null_mut();
-            // SAFETY: `dict` is a live dict; PyDict_Next hands out borrowed references, which
-            // are turned into owned ones at once. A dict mutated meanwhile (by code a nested
-            // walk runs) only makes iteration skip or repeat entries: never unsafe.
-            let more = unsafe { ffi::PyDict_Next(dict.as_ptr(), pos, &mut key_ptr, &mut value_ptr) };
-            if more == 0 || key_ptr.is_null() || value_ptr.is_null() {
-                return None;
+            loop {
+                let mut key_ptr: *mut ffi::PyObject = std::ptr::null_mut();
+                let mut value_ptr: *mut ffi::PyObject = std::ptr::null_mut();
+                // SAFETY: `dict` is a live dict; PyDict_Next hands out borrowed references, which
+                // are turned into owned ones at once. A dict mutated meanwhile (by code a nested
+                // walk runs) only makes iteration skip or repeat entries: never unsafe.
+                let more = unsafe { ffi::PyDict_Next(dict.as_ptr(), pos, &mut key_ptr, &mut value_ptr) };
+                if more == 0 || key_ptr.is_null() || value_ptr.is_null() {
+                    return None;
+                }
+                let py = dict.py();
+                // SAFETY: both pointers were just checked non-null and are borrowed from `dict`.
+                let (key, val) = unsafe {
+                    (
+                        Bound::from_borrowed_ptr(py, key_ptr),
+                        Bound::from_borrowed_ptr(py, value_ptr),
+                    )
+                };
+                if skip.is_some_and(|skip| skip(&key)) {
+                    continue;
+                }
+                *value = Some(val);
+                return Some(key);
             }
-            let py = dict.py();
-            // SAFETY: both pointers were just checked non-null and are borrowed from `dict`.
-            let (key, val) = unsafe {
-                (
-                    Bound::from_borrowed_ptr(py, key_ptr),
-                    Bound::from_borrowed_ptr(py, value_ptr),
-                )
-            };
-            *value = Some(val);
-            Some(key)
         }
         // A set changed during iteration raises; the walk ends that set there.
         Source::Iter(iter) => iter.next().and_then(Result::ok),
