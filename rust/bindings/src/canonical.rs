@@ -6,7 +6,6 @@
 //! an object whose state cannot be read falls back to its type name (documented in the README).
 
 use std::cell::RefCell;
-use std::collections::HashSet;
 
 use doomloop_engine::fingerprint::{self as fp, Canon};
 use pyo3::ffi;
@@ -90,16 +89,12 @@ enum Step<'py> {
 fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon, skip: Option<KeyFilter<'_>>) -> u64 {
     canon.clear();
     let mut frames: Vec<Frame<'_>> = Vec::new();
-    let mut on_path: HashSet<usize> = HashSet::new();
     let mut pending = Some(value.clone());
     loop {
         if let Some(item) = pending.take() {
-            match classify(&item, frames.len(), &on_path, &frames, canon) {
+            match classify(&item, frames.len(), &frames, canon) {
                 Step::Digest(digest) => canon.push(digest),
-                Step::Open(frame) => {
-                    on_path.insert(frame.id);
-                    frames.push(frame);
-                }
+                Step::Open(frame) => frames.push(frame),
                 Step::Replace(substitute) => {
                     pending = Some(substitute);
                     continue;
@@ -115,7 +110,6 @@ fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon, skip: Option<KeyFilter<'_>>
                 let Some(frame) = frames.pop() else {
                     break;
                 };
-                on_path.remove(&frame.id);
                 let digest = match frame.kind {
                     Kind::Seq => canon.finish_seq(frame.start),
                     Kind::Map => canon.finish_map(frame.start),
@@ -132,12 +126,19 @@ fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon, skip: Option<KeyFilter<'_>>
 
 fn next_child<'py>(source: &mut Source<'py>, skip: Option<KeyFilter<'_>>) -> Option<Bound<'py, PyAny>> {
     match source {
+        // Bounds are checked first: an out-of-range `get_item` builds an IndexError.
         Source::List(list, index) => {
+            if *index >= list.len() {
+                return None;
+            }
             let item = list.get_item(*index).ok()?;
             *index += 1;
             Some(item)
         }
         Source::Tuple(tuple, index) => {
+            if *index >= tuple.len() {
+                return None;
+            }
             let item = tuple.get_item(*index).ok()?;
             *index += 1;
             Some(item)
@@ -180,7 +181,6 @@ fn next_child<'py>(source: &mut Source<'py>, skip: Option<KeyFilter<'_>>) -> Opt
 fn classify<'py>(
     item: &Bound<'py, PyAny>,
     depth: usize,
-    on_path: &HashSet<usize>,
     frames: &[Frame<'py>],
     canon: &Canon,
 ) -> Step<'py> {
@@ -206,9 +206,10 @@ fn classify<'py>(
         return Step::Digest(fp::hash_bytes(&array.to_vec()));
     }
     let id = item.as_ptr() as usize;
-    if on_path.contains(&id) {
-        let distance = frames.iter().rev().position(|f| f.id == id).unwrap_or(0) as u64;
-        return Step::Digest(fp::hash_cycle(distance));
+    // The open frames are the current path (at most MAX_DEPTH of them): a linear scan is
+    // cheaper than maintaining a hash set for the usual shallow values.
+    if let Some(distance) = frames.iter().rev().position(|f| f.id == id) {
+        return Step::Digest(fp::hash_cycle(distance as u64));
     }
     let container = item.is_instance_of::<PyDict>()
         || item.is_instance_of::<PyList>()
