@@ -38,11 +38,74 @@ pub fn fingerprint(value: &Bound<'_, PyAny>) -> u64 {
 /// The canonical fingerprint of `value` with every dict entry whose key `skip` accepts left
 /// out, at every depth (used to ignore volatile ids such as message ids).
 pub fn fingerprint_skipping(value: &Bound<'_, PyAny>, skip: Option<KeyFilter<'_>>) -> u64 {
+    if skip.is_none() {
+        if let Some(digest) = flat_dict_digest(value) {
+            return digest;
+        }
+    }
     CANON.with(|cell| match cell.try_borrow_mut() {
         Ok(mut canon) => walk(value, &mut canon, skip),
         // Re-entered from a `model_dump()` or `__reduce_ex__` called by an outer walk.
         Err(_) => walk(value, &mut Canon::new(), skip),
     })
+}
+
+/// Fast path for the most common value, a small dict of scalars (tool params, result
+/// details): hashed straight from the dict with no walk and no allocation; the digest is the
+/// one the walk gives. `None` when the value is anything else.
+fn flat_dict_digest(value: &Bound<'_, PyAny>) -> Option<u64> {
+    let dict = value.cast::<PyDict>().ok()?;
+    if dict.len() > fp::SMALL_MAP_ENTRIES {
+        return None;
+    }
+    let mut entries = [(0u64, 0u64); fp::SMALL_MAP_ENTRIES];
+    let mut used = 0;
+    let mut source = Source::Dict {
+        dict: dict.clone(),
+        pos: 0,
+        value: None,
+    };
+    while let Some(key) = next_child(&mut source, None) {
+        let value = next_child(&mut source, None)?;
+        let slot = entries.get_mut(used)?;
+        *slot = (scalar_digest(&key)?, scalar_digest(&value)?);
+        used += 1;
+    }
+    fp::hash_map_entries(entries.get(..used)?)
+}
+
+/// The digest of None, a bool, an int, a float or a str; `None` for anything else.
+fn scalar_digest(item: &Bound<'_, PyAny>) -> Option<u64> {
+    // Exact built-in types first, by type pointer: no failed casts on the common path.
+    // SAFETY: `item` is a live object; each unchecked cast follows an exact type match.
+    unsafe {
+        let ty = ffi::Py_TYPE(item.as_ptr());
+        if ty == &raw mut ffi::PyUnicode_Type {
+            return Some(str_digest(item.cast_unchecked::<PyString>()));
+        }
+        if ty == &raw mut ffi::PyLong_Type {
+            return Some(int_digest(item.cast_unchecked::<PyInt>()));
+        }
+        if ty == &raw mut ffi::PyFloat_Type {
+            return Some(fp::hash_f64(item.cast_unchecked::<PyFloat>().value()));
+        }
+    }
+    if item.is_none() {
+        return Some(fp::hash_none());
+    }
+    if let Ok(boolean) = item.cast::<PyBool>() {
+        return Some(fp::hash_bool(boolean.is_true()));
+    }
+    if let Ok(int) = item.cast::<PyInt>() {
+        return Some(int_digest(int));
+    }
+    if let Ok(float) = item.cast::<PyFloat>() {
+        return Some(fp::hash_f64(float.value()));
+    }
+    if let Ok(string) = item.cast::<PyString>() {
+        return Some(str_digest(string));
+    }
+    None
 }
 
 /// Fingerprint of a string (fast path for action types and tool names).
@@ -184,20 +247,8 @@ fn classify<'py>(
     frames: &[Frame<'py>],
     canon: &Canon,
 ) -> Step<'py> {
-    if item.is_none() {
-        return Step::Digest(fp::hash_none());
-    }
-    if let Ok(boolean) = item.cast::<PyBool>() {
-        return Step::Digest(fp::hash_bool(boolean.is_true()));
-    }
-    if let Ok(int) = item.cast::<PyInt>() {
-        return Step::Digest(int_digest(int));
-    }
-    if let Ok(float) = item.cast::<PyFloat>() {
-        return Step::Digest(fp::hash_f64(float.value()));
-    }
-    if let Ok(string) = item.cast::<PyString>() {
-        return Step::Digest(str_digest(string));
+    if let Some(digest) = scalar_digest(item) {
+        return Step::Digest(digest);
     }
     if let Ok(bytes) = item.cast::<PyBytes>() {
         return Step::Digest(bytes_digest(item.py(), bytes.as_bytes()));

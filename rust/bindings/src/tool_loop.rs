@@ -11,12 +11,13 @@ use std::sync::{Mutex, MutexGuard};
 
 use doomloop_engine::fingerprint::{self as fp, hash_action, hash_none};
 use doomloop_engine::tool_loop::{
-    hash_fields, CallKey, CompactionGuard, Decision, Finding, GuardVerdict as EngineGuardVerdict, Level, LoopConfig,
+    CallKey, CompactionGuard, Decision, Finding, GuardVerdict as EngineGuardVerdict, Level, LoopConfig,
     Outcome, ToolLoopSession,
 };
 use pyo3::exceptions::{PyBaseException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
+use pyo3::intern;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::canonical::{fingerprint, fingerprint_skipping, fingerprint_str};
@@ -424,7 +425,7 @@ fn parse_call<'py>(
     let name = tool.to_str()?;
     let known_poll = match name {
         "command_status" => true,
-        "process" => matches!(str_field(params.as_ref(), "action").as_deref(), Some("poll" | "log")),
+        "process" => matches!(as_str(&str_field(params.as_ref(), intern!(py, "action"))), Some("poll" | "log")),
         _ => rules.is_some_and(|r| r.known_polls.contains(name)),
     };
     Ok(Call {
@@ -440,8 +441,14 @@ fn parse_call<'py>(
     })
 }
 
-/// `mapping[key]` if present (a failing lookup counts as absent).
-fn field<'py>(mapping: Option<&Bound<'py, PyAny>>, key: &str) -> Option<Bound<'py, PyAny>> {
+/// A small map's digest from (key digest, value digest) entries (callers pass at most 8).
+fn hash_fields(entries: &[(u64, u64)]) -> u64 {
+    fp::hash_map_entries(entries).unwrap_or_else(hash_none)
+}
+
+/// `mapping[key]` if present (a failing lookup counts as absent). Keys are interned strings:
+/// a dict lookup then needs no new string and no hashing.
+fn field<'py>(mapping: Option<&Bound<'py, PyAny>>, key: &Bound<'py, PyString>) -> Option<Bound<'py, PyAny>> {
     let mapping = mapping?;
     if let Ok(dict) = mapping.cast::<PyDict>() {
         return dict.get_item(key).ok().flatten();
@@ -449,10 +456,13 @@ fn field<'py>(mapping: Option<&Bound<'py, PyAny>>, key: &str) -> Option<Bound<'p
     mapping.get_item(key).ok()
 }
 
-fn str_field(mapping: Option<&Bound<'_, PyAny>>, key: &str) -> Option<String> {
-    let value = field(mapping, key)?;
-    let text = value.cast::<PyString>().ok()?;
-    text.to_str().ok().map(str::to_owned)
+/// `mapping[key]` when it is a str.
+fn str_field<'py>(mapping: Option<&Bound<'py, PyAny>>, key: &Bound<'py, PyString>) -> Option<Bound<'py, PyString>> {
+    field(mapping, key).and_then(|v| v.cast_into::<PyString>().ok())
+}
+
+fn as_str<'a>(value: &'a Option<Bound<'_, PyString>>) -> Option<&'a str> {
+    value.as_ref().and_then(|s| s.to_str().ok())
 }
 
 /// JavaScript's `\s` (what OpenClaw's regexes and `trim()` use).
@@ -550,7 +560,8 @@ pub fn unknown_tool_name(text: &str) -> Option<String> {
 /// trimmed (JavaScript whitespace).
 fn content_text(result: &Bound<'_, PyDict>) -> String {
     let mut text = String::new();
-    let Some(content) = result.get_item("content").ok().flatten() else {
+    let py = result.py();
+    let Some(content) = result.get_item(intern!(py, "content")).ok().flatten() else {
         return text;
     };
     let mut parts = 0usize;
@@ -559,11 +570,11 @@ fn content_text(result: &Bound<'_, PyDict>) -> String {
             return;
         };
         let typed = entry
-            .get_item("type")
+            .get_item(intern!(py, "type"))
             .ok()
             .flatten()
             .is_some_and(|kind| kind.is_instance_of::<PyString>());
-        let Some(part) = entry.get_item("text").ok().flatten() else {
+        let Some(part) = entry.get_item(intern!(py, "text")).ok().flatten() else {
             return;
         };
         let Ok(part) = part.cast::<PyString>() else {
@@ -595,8 +606,10 @@ fn key_digest(name: &str) -> u64 {
     fp::hash_str(name.as_bytes())
 }
 
-fn field_digest(details: Option<&Bound<'_, PyAny>>, name: &str) -> u64 {
-    field(details, name).map_or_else(hash_none, |v| fingerprint(&v))
+/// (key digest, value digest) of `details[key]`; a missing key is null, as OpenClaw's `?? null`.
+fn field_entry(details: Option<&Bound<'_, PyAny>>, key: &Bound<'_, PyString>) -> (u64, u64) {
+    let value = field(details, key).map_or_else(hash_none, |v| fingerprint(&v));
+    (fingerprint_str(key), value)
 }
 
 fn str_eq(value: Option<&Bound<'_, PyAny>>, expected: &str) -> bool {
@@ -673,73 +686,70 @@ fn normalise(
             None => hashed(Some(fingerprint(result))),
         };
     };
-    let details_any = dict.get_item("details").ok().flatten();
+    let details_any = dict.get_item(intern!(py, "details")).ok().flatten();
     let details = details_any.as_ref().filter(|d| d.is_instance_of::<PyDict>());
-    let status = field(details, "status");
-    if str_eq(status.as_ref(), "blocked") && str_eq(field(details, "deniedReason").as_ref(), "tool-loop") {
+    let status = field(details, intern!(py, "status"));
+    if str_eq(status.as_ref(), "blocked") && str_eq(field(details, intern!(py, "deniedReason")).as_ref(), "tool-loop") {
         return hashed(None);
     }
     if let Some(normaliser) = custom_normaliser(rules, call)? {
         return hashed(Some(fingerprint(&normaliser.call1((result, params_or_none(call)))?)));
     }
     let tool = call.tool.to_str()?;
-    let status_str = status
-        .as_ref()
-        .and_then(|s| s.cast::<PyString>().ok())
-        .and_then(|s| s.to_str().ok().map(str::to_owned));
-    let f = |name: &str| (key_digest(name), field_digest(details, name));
+    let status_str = status.and_then(|s| s.cast_into::<PyString>().ok());
+    let f = |key: &Bound<'_, PyString>| field_entry(details, key);
     if tool == "exec" {
-        match status_str.as_deref() {
-            Some("running") => return hashed(Some(hash_fields(&[f("status"), f("tail")]))),
+        match as_str(&status_str) {
+            Some("running") => return hashed(Some(hash_fields(&[f(intern!(py, "status")), f(intern!(py, "tail"))]))),
             Some("completed" | "failed") => {
-                let aggregated = field(details, "aggregated");
+                let aggregated = field(details, intern!(py, "aggregated"));
                 let output = match aggregated.as_ref().and_then(|a| a.cast::<PyString>().ok()) {
                     Some(agg) if agg.to_str().is_ok_and(|s| !s.is_empty()) => fingerprint_str(agg),
                     _ => fp::hash_str(content_text(dict).as_bytes()),
                 };
                 return hashed(Some(hash_fields(&[
-                    f("status"),
-                    f("exitCode"),
-                    f("timedOut"),
+                    f(intern!(py, "status")),
+                    f(intern!(py, "exitCode")),
+                    f(intern!(py, "timedOut")),
                     (key_digest("output"), output),
                 ])));
             }
             Some("approval-pending" | "approval-unavailable") => {
                 return hashed(Some(hash_fields(&[
-                    f("status"),
-                    f("reason"),
-                    f("host"),
-                    f("command"),
-                    f("warningText"),
+                    f(intern!(py, "status")),
+                    f(intern!(py, "reason")),
+                    f(intern!(py, "host")),
+                    f(intern!(py, "command")),
+                    f(intern!(py, "warningText")),
                 ])));
             }
             _ => {}
         }
     }
-    let action = str_field(call.params.as_ref(), "action");
+    let action = str_field(call.params.as_ref(), intern!(py, "action"));
     if tool == "process" {
         let text = || (key_digest("text"), fp::hash_str(content_text(dict).as_bytes()));
         let action_field = |a: &str| (key_digest("action"), fp::hash_str(a.as_bytes()));
-        match action.as_deref() {
+        match as_str(&action) {
             Some("poll") => {
                 return hashed(Some(hash_fields(&[
                     action_field("poll"),
-                    f("status"),
-                    f("exitCode"),
-                    f("exitSignal"),
-                    f("aggregated"),
+                    f(intern!(py, "status")),
+                    f(intern!(py, "exitCode")),
+                    f(intern!(py, "exitSignal")),
+                    f(intern!(py, "aggregated")),
                     text(),
                 ])));
             }
             Some("log") => {
                 return hashed(Some(hash_fields(&[
                     action_field("log"),
-                    f("status"),
-                    f("totalLines"),
-                    f("totalChars"),
-                    f("truncated"),
-                    f("exitCode"),
-                    f("exitSignal"),
+                    f(intern!(py, "status")),
+                    f(intern!(py, "totalLines")),
+                    f(intern!(py, "totalChars")),
+                    f(intern!(py, "truncated")),
+                    f(intern!(py, "exitCode")),
+                    f(intern!(py, "exitSignal")),
                     text(),
                 ])));
             }
@@ -748,7 +758,7 @@ fn normalise(
     }
     let send_like = match tool {
         "sessions_send" => true,
-        "message" => action.as_deref().is_some_and(|a| SEND_ACTIONS.contains(&a)),
+        "message" => as_str(&action).is_some_and(|a| SEND_ACTIONS.contains(&a)),
         _ => match rules.and_then(|r| r.send_like.as_ref()) {
             Some(predicate) => predicate
                 .bind(py)

@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 
-use crate::fingerprint::{hash_tagged, hash_two, tag};
+use crate::fingerprint::hash_two;
 use crate::ring::Ring;
 
 /// OpenClaw's warning bucket width: a key is re-emitted when `count / 10` grows.
@@ -175,25 +175,6 @@ mod key_tag {
     pub const UNKNOWN: u8 = b'u';
     pub const PING_PONG: u8 = b'q';
     pub const RUN: u8 = b'r';
-}
-
-/// Hash of a small map given as (key digest, value digest) entries, exactly as
-/// `fingerprint::Canon::finish_map` encodes it (so it equals the fingerprint of the same dict),
-/// without a heap allocation. At most 8 entries; extra entries are ignored (never happens:
-/// callers pass fixed shapes).
-pub fn hash_fields(entries: &[(u64, u64)]) -> u64 {
-    let mut pairs = [0u64; 8];
-    let n = entries.len().min(pairs.len());
-    for (slot, &(k, v)) in pairs.iter_mut().zip(entries.iter()) {
-        *slot = hash_two(tag::PAIR, k, v);
-    }
-    let used = &mut pairs[..n];
-    used.sort_unstable();
-    let mut bytes = [0u8; 64];
-    for (chunk, digest) in bytes.chunks_exact_mut(8).zip(used.iter()) {
-        chunk.copy_from_slice(&digest.to_le_bytes());
-    }
-    hash_tagged(tag::MAP, &bytes[..n * 8])
 }
 
 /// Remembers the warning bucket last emitted per key (FIFO-evicted at [`MAX_WARNING_KEYS`]).
@@ -558,10 +539,7 @@ impl Scan {
         let (mut unknown_open, mut streak_open, mut tail_open) = (true, true, true);
         let (mut side_a, mut side_b): (Option<u64>, Option<u64>) = (None, None);
         let mut position = 0u32;
-        for back in 0..history.len() {
-            let Some(r) = history.back(back) else {
-                break;
-            };
+        for (back, r) in history.iter_newest_first().enumerate() {
             if !r.in_run(key.run) {
                 continue;
             }
@@ -637,7 +615,7 @@ impl Scan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fingerprint::{hash_action, hash_i64, hash_str, Canon};
+    use crate::fingerprint::{hash_action, hash_i64, hash_str};
 
     fn key(tool: &str, arg: i64) -> CallKey {
         let t = hash_str(tool.as_bytes());
@@ -669,20 +647,6 @@ mod tests {
             s.after_call(k, None, outcome(result), ());
         }
         d
-    }
-
-    #[test]
-    fn hash_fields_equals_canon_map() {
-        let entries = [(hash_str(b"a"), hash_i64(1)), (hash_str(b"b"), hash_i64(2))];
-        let mut canon = Canon::new();
-        let start = canon.mark();
-        for &(k, v) in entries.iter().rev() {
-            canon.push(k);
-            canon.push(v);
-        }
-        assert_eq!(hash_fields(&entries), canon.finish_map(start));
-        let empty = canon.mark();
-        assert_eq!(hash_fields(&[]), canon.finish_map(empty));
     }
 
     #[test]
