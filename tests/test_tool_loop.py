@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import sys
 import threading
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import pytest
@@ -14,9 +16,11 @@ import pytest
 import doomloop
 from doomloop import (
     CompactionLoopPersisted,
+    GuardVerdict,
     LoopDetectionConfig,
     PostCompactionGuard,
     ToolLoopDetector,
+    ToolOutcome,
     tool_result_hash,
 )
 
@@ -33,6 +37,11 @@ def run(detector: ToolLoopDetector, tool: str, params: Dict[str, Any], result: A
     else:
         detector.after_tool_call(tool, params, result=result, error=error, run_id=run_id)
     return decision
+
+
+def guard_of(outcome: ToolOutcome) -> GuardVerdict:
+    assert outcome.guard is not None
+    return outcome.guard
 
 
 def small(**options: Any) -> ToolLoopDetector:
@@ -441,22 +450,22 @@ def test_emitted_warnings_and_blocks_are_logged(caplog: pytest.LogCaptureFixture
 def test_guard_in_the_detector(caplog: pytest.LogCaptureFixture) -> None:
     detector = ToolLoopDetector.from_openclaw({"postCompactionGuard": {"windowSize": 2}})
     outcome = detector.after_tool_call("read", {"p": 1}, result="x")
-    assert outcome.guard is not None and not outcome.guard.should_abort
+    assert not guard_of(outcome).should_abort
     with caplog.at_level(logging.INFO, logger="doomloop"):
         assert detector.arm_post_compaction() == 2
     assert "post-compaction guard armed for 2 attempts" in [r.getMessage() for r in caplog.records]
     assert detector.guard_remaining == 2
     detector.before_tool_call("read", {"p": 1})
-    assert not detector.after_tool_call("read", {"p": 1}, result="x").guard.should_abort
+    assert not guard_of(detector.after_tool_call("read", {"p": 1}, result="x")).should_abort
     detector.before_tool_call("read", {"p": 1})
-    guard = detector.after_tool_call("read", {"p": 1}, result="x").guard
+    guard = guard_of(detector.after_tool_call("read", {"p": 1}, result="x"))
     assert guard.should_abort and (guard.detector, guard.count, guard.tool_name) == ("compaction_loop_persisted", 2, "read")
     # The window is spent: no more aborts.
-    assert not detector.after_tool_call("read", {"p": 1}, result="x").guard.should_abort
+    assert not guard_of(detector.after_tool_call("read", {"p": 1}, result="x")).should_abort
     # A different result breaks the triple.
     detector.arm_post_compaction()
     detector.after_tool_call("read", {"p": 1}, result="x")
-    assert not detector.after_tool_call("read", {"p": 1}, result="y").guard.should_abort
+    assert not guard_of(detector.after_tool_call("read", {"p": 1}, result="y")).should_abort
 
 
 def test_guard_can_raise() -> None:
@@ -479,7 +488,7 @@ def test_guard_can_raise() -> None:
 def test_guard_off_when_disabled_and_silent_on_no_result() -> None:
     off = ToolLoopDetector.from_openclaw({"enabled": False, "postCompactionGuard": {"windowSize": 1}})
     off.arm_post_compaction()
-    assert not off.after_tool_call("read", {}, result="x").guard.should_abort
+    assert not guard_of(off.after_tool_call("read", {}, result="x")).should_abort
     on = ToolLoopDetector(post_compaction_window_size=1)
     on.arm_post_compaction()
     assert on.after_tool_call("read", {}, result=None).guard is None
@@ -487,11 +496,17 @@ def test_guard_off_when_disabled_and_silent_on_no_result() -> None:
 
 def test_standalone_guard(caplog: pytest.LogCaptureFixture) -> None:
     guard = PostCompactionGuard(3)
-    assert not guard.observe("exec", {"c": 1}, result="x").should_abort
+
+    def observe(result: Any) -> GuardVerdict:
+        verdict = guard.observe("exec", {"c": 1}, result=result)
+        assert verdict is not None
+        return verdict
+
+    assert not observe("x").should_abort
     with caplog.at_level(logging.INFO, logger="doomloop"):
         assert guard.arm() == 3
     assert "post-compaction guard armed for 3 attempts" in [r.getMessage() for r in caplog.records]
-    verdicts = [guard.observe("exec", {"c": 1}, result=exec_result("completed", exitCode=0, aggregated="a", pid=i)) for i in range(3)]
+    verdicts = [observe(exec_result("completed", exitCode=0, aggregated="a", pid=i)) for i in range(3)]
     assert [v.should_abort for v in verdicts] == [False, False, True]
     assert (verdicts[2].count, verdicts[2].tool_name, verdicts[2].detector) == (3, "exec", "compaction_loop_persisted")
     assert guard.observe("exec", {}, result=None) is None
@@ -600,3 +615,11 @@ def test_verdict_objects() -> None:
     assert "generic_repeat" in repr(verdict)
     assert not detector.check("other", {})
     assert detector.check("other", {}).to_dict() == {"stuck": False}
+
+
+def test_readme_examples_run() -> None:
+    readme = Path(__file__).resolve().parents[1] / "docs" / "readme-tool.md"
+    blocks = re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
+    assert len(blocks) == 2
+    for block in blocks:
+        exec(compile(block, str(readme), "exec"), {})

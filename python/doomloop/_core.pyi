@@ -2,6 +2,8 @@
 
 from typing import Any, Callable, Iterable, Mapping, Optional, Tuple, Union
 
+from typing_extensions import Self
+
 __version__: str
 MAX_DEPTH: int
 """Containers nested deeper than this hash as a fixed "too deep" marker."""
@@ -152,7 +154,7 @@ class ToolLoopEngine:
         volatile_keys: Optional[Iterable[str]] = None,
         normalisers: Optional[dict[str, Callable[[Any, Optional[Mapping[str, Any]]], Any]]] = None,
         send_like: Optional[Callable[[str, Optional[Mapping[str, Any]]], bool]] = None,
-    ) -> "ToolLoopEngine": ...
+    ) -> Self: ...
     def check(self, tool: str, params: Optional[Mapping[str, Any]], *, run_id: Optional[str] = None) -> LoopVerdict:
         """The verdict for this call now, with no side effects."""
     def record_call(
@@ -202,7 +204,7 @@ class ToolLoopEngine:
 class GuardEngine:
     """Rust state behind :class:`doomloop.PostCompactionGuard` (use that class)."""
 
-    def __new__(cls, window_size: int = 3) -> "GuardEngine": ...
+    def __new__(cls, window_size: int = 3) -> Self: ...
     def observe(
         self, tool: str, params: Optional[Mapping[str, Any]], *, result: Any = None, error: Union[BaseException, str, None] = None
     ) -> Optional[GuardVerdict]:

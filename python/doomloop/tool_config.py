@@ -77,12 +77,14 @@ def _agent_blocks(cfg: Mapping[str, Any], strict: bool) -> List[Tuple[str, str, 
     if agents is None:
         return []
     if not isinstance(agents, Mapping):
-        return _bad(strict, "agents", "must be an object", [])
+        _bad(strict, "agents", "must be an object", None)
+        return []
     entries = agents.get("list")
     if entries is None:
         return []
     if not isinstance(entries, list):
-        return _bad(strict, "agents.list", "must be an array", [])
+        _bad(strict, "agents.list", "must be an array", None)
+        return []
     found = []
     for i, entry in enumerate(entries):
         path = f"agents.list[{i}]"

@@ -11,13 +11,13 @@ use std::sync::{Mutex, MutexGuard};
 
 use doomloop_engine::fingerprint::{self as fp, hash_action, hash_none};
 use doomloop_engine::tool_loop::{
-    CallKey, CompactionGuard, Decision, Finding, GuardVerdict as EngineGuardVerdict, Level, LoopConfig,
-    Outcome, ToolLoopSession,
+    CallKey, CompactionGuard, Decision, Finding, GuardVerdict as EngineGuardVerdict, Level, LoopConfig, Outcome,
+    ToolLoopSession,
 };
 use pyo3::exceptions::{PyBaseException, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::intern;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::canonical::{fingerprint, fingerprint_skipping, fingerprint_str};
@@ -107,7 +107,10 @@ impl LoopVerdict {
             d.set_item("count", self.count)?;
             d.set_item("message", &self.message)?;
             d.set_item("warningKey", &self.warning_key)?;
-            d.set_item("pairedToolName", self.paired_tool_name.as_ref().map(|n| n.clone_ref(py)))?;
+            d.set_item(
+                "pairedToolName",
+                self.paired_tool_name.as_ref().map(|n| n.clone_ref(py)),
+            )?;
         }
         Ok(d)
     }
@@ -149,7 +152,11 @@ impl GuardVerdict {
     fn __repr__(&self, py: Python<'_>) -> String {
         match &self.tool_name {
             Some(tool) if self.should_abort => {
-                format!("GuardVerdict(should_abort=True, tool_name={:?}, count={})", tool.bind(py).to_string(), self.count)
+                format!(
+                    "GuardVerdict(should_abort=True, tool_name={:?}, count={})",
+                    tool.bind(py).to_string(),
+                    self.count
+                )
             }
             _ => "GuardVerdict(should_abort=False)".to_string(),
         }
@@ -248,7 +255,11 @@ fn guard_continue(py: Python<'_>) -> PyResult<Py<GuardVerdict>> {
         .map(|v| v.clone_ref(py))
 }
 
-fn guard_verdict(py: Python<'_>, verdict: EngineGuardVerdict, tool: &Bound<'_, PyString>) -> PyResult<Py<GuardVerdict>> {
+fn guard_verdict(
+    py: Python<'_>,
+    verdict: EngineGuardVerdict,
+    tool: &Bound<'_, PyString>,
+) -> PyResult<Py<GuardVerdict>> {
     match verdict {
         EngineGuardVerdict::Continue => guard_continue(py),
         EngineGuardVerdict::Abort(count) => Py::new(
@@ -309,7 +320,9 @@ impl Rules {
                 .map_err(|_| PyTypeError::new_err("normalisers must be a dict of tool name to callable"))?;
             for (k, v) in normalisers.iter() {
                 let Ok(k) = k.cast::<PyString>() else {
-                    return Err(PyTypeError::new_err("normalisers must be a dict of tool name to callable"));
+                    return Err(PyTypeError::new_err(
+                        "normalisers must be a dict of tool name to callable",
+                    ));
                 };
                 if !v.is_callable() {
                     return Err(PyTypeError::new_err(format!("normalisers[{k:?}] must be callable")));
@@ -319,7 +332,9 @@ impl Rules {
         }
         if let Some(send_like) = send_like.filter(|s| !s.is_none()) {
             if !send_like.is_callable() {
-                return Err(PyTypeError::new_err("send_like must be a callable (tool, params) -> bool"));
+                return Err(PyTypeError::new_err(
+                    "send_like must be a callable (tool, params) -> bool",
+                ));
             }
             rules.send_like = Some(send_like.clone().unbind());
         }
@@ -347,7 +362,9 @@ fn str_set(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<HashSet<Str
         return Ok(set);
     };
     if value.is_instance_of::<PyString>() {
-        return Err(PyTypeError::new_err(format!("{name} must be a collection of str, not a str")));
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be a collection of str, not a str"
+        )));
     }
     let items = value
         .try_iter()
@@ -385,7 +402,10 @@ fn optional_str_digest(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult
         Some(v) if v.is_none() => Ok(None),
         Some(v) => match v.cast::<PyString>() {
             Ok(s) => Ok(Some(fingerprint_str(s))),
-            Err(_) => Err(PyTypeError::new_err(format!("{name} must be a str or None, got {}", type_name(v)))),
+            Err(_) => Err(PyTypeError::new_err(format!(
+                "{name} must be a str or None, got {}",
+                type_name(v)
+            ))),
         },
     }
 }
@@ -425,7 +445,10 @@ fn parse_call<'py>(
     let name = tool.to_str()?;
     let known_poll = match name {
         "command_status" => true,
-        "process" => matches!(as_str(&str_field(params.as_ref(), intern!(py, "action"))), Some("poll" | "log")),
+        "process" => matches!(
+            as_str(&str_field(params.as_ref(), intern!(py, "action"))),
+            Some("poll" | "log")
+        ),
         _ => rules.is_some_and(|r| r.known_polls.contains(name)),
     };
     Ok(Call {
@@ -469,20 +492,8 @@ fn as_str<'a>(value: &'a Option<Bound<'_, PyString>>) -> Option<&'a str> {
 fn is_js_space(c: char) -> bool {
     matches!(
         c,
-        '\t' | '\n'
-            | '\u{b}'
-            | '\u{c}'
-            | '\r'
-            | ' '
-            | '\u{a0}'
-            | '\u{1680}'
-            | '\u{2000}'..='\u{200a}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202f}'
-                | '\u{205f}'
-                | '\u{3000}'
-                | '\u{feff}'
+        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}' | '\u{2028}' | '\u{2029}' | '\u{202f}' | '\u{205f}' | '\u{3000}' | '\u{feff}'
     )
 }
 
@@ -614,7 +625,11 @@ fn field_entry(details: Option<&Bound<'_, PyAny>>, key: &Bound<'_, PyString>) ->
 
 fn str_eq(value: Option<&Bound<'_, PyAny>>, expected: &str) -> bool {
     value
-        .and_then(|v| v.cast::<PyString>().ok().and_then(|s| s.to_str().ok().map(|s| s == expected)))
+        .and_then(|v| {
+            v.cast::<PyString>()
+                .ok()
+                .and_then(|s| s.to_str().ok().map(|s| s == expected))
+        })
         .unwrap_or(false)
 }
 
@@ -642,7 +657,9 @@ fn error_text(error: &Bound<'_, PyAny>) -> PyResult<String> {
     }
     if error.is_instance_of::<PyBaseException>() {
         // str() of an exception can itself raise: fall back to its type name.
-        return Ok(error.str().map_or_else(|_| type_name(error), |s| s.to_string_lossy().into_owned()));
+        return Ok(error
+            .str()
+            .map_or_else(|_| type_name(error), |s| s.to_string_lossy().into_owned()));
     }
     Err(PyTypeError::new_err(format!(
         "error must be an exception, a str or None, got {}",
@@ -782,7 +799,9 @@ fn normalise(
 }
 
 fn params_or_none<'py>(call: &Call<'py>) -> Bound<'py, PyAny> {
-    call.params.clone().unwrap_or_else(|| call.tool.py().None().into_bound(call.tool.py()))
+    call.params
+        .clone()
+        .unwrap_or_else(|| call.tool.py().None().into_bound(call.tool.py()))
 }
 
 fn custom_normaliser<'py>(rules: Option<&Rules>, call: &Call<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
@@ -821,7 +840,9 @@ pub struct ToolLoopEngine {
 fn positive_u32(value: u64, name: &str) -> PyResult<u32> {
     match u32::try_from(value) {
         Ok(v) if v >= 1 => Ok(v),
-        _ => Err(PyValueError::new_err(format!("{name} must be an int in 1..=4294967295, got {value}"))),
+        _ => Err(PyValueError::new_err(format!(
+            "{name} must be an int in 1..=4294967295, got {value}"
+        ))),
     }
 }
 
@@ -1065,6 +1086,7 @@ impl ToolLoopEngine {
 
     /// Record a finished call's outcome (not fed to the guard; see `after_tool_call`).
     #[pyo3(signature = (tool, params, *, result = None, error = None, run_id = None, tool_call_id = None))]
+    #[allow(clippy::too_many_arguments)]
     fn record_outcome(
         &self,
         py: Python<'_>,
@@ -1155,7 +1177,9 @@ impl ToolLoopEngine {
             tool: call.tool.clone().unbind(),
             unknown: normalised.unknown_name.as_ref().map(|n| n.clone_ref(py)),
         };
-        let verdict = engine.lock().after_call(&call.key, call.call_id, normalised.outcome, names);
+        let verdict = engine
+            .lock()
+            .after_call(&call.key, call.call_id, normalised.outcome, names);
         let guard = verdict.map(|v| guard_verdict(py, v, &call.tool)).transpose()?;
         let abort = guard.as_ref().is_some_and(|g| g.get().should_abort);
         let outcome = outcome_object(py, &call, normalised, guard)?;

@@ -403,15 +403,39 @@ impl<N> ToolLoopSession<N> {
         let latest = scan.latest_result;
         if streak >= c.global {
             let k = hash_two(key_tag::GLOBAL, key.args, latest);
-            return Some(finding(Level::Critical, Detector::GlobalCircuitBreaker, streak, k, latest, 0, None));
+            return Some(finding(
+                Level::Critical,
+                Detector::GlobalCircuitBreaker,
+                streak,
+                k,
+                latest,
+                0,
+                None,
+            ));
         }
         if key.known_poll && c.known_poll {
             let k = hash_two(key_tag::POLL, key.args, latest);
             if streak >= c.critical {
-                return Some(finding(Level::Critical, Detector::KnownPollNoProgress, streak, k, latest, 0, None));
+                return Some(finding(
+                    Level::Critical,
+                    Detector::KnownPollNoProgress,
+                    streak,
+                    k,
+                    latest,
+                    0,
+                    None,
+                ));
             }
             if streak >= c.warning {
-                return Some(finding(Level::Warning, Detector::KnownPollNoProgress, streak, k, latest, 0, None));
+                return Some(finding(
+                    Level::Warning,
+                    Detector::KnownPollNoProgress,
+                    streak,
+                    k,
+                    latest,
+                    0,
+                    None,
+                ));
             }
         }
         if c.ping_pong {
@@ -445,11 +469,27 @@ impl<N> ToolLoopSession<N> {
         if !key.known_poll && c.generic_repeat {
             if streak >= c.critical {
                 let k = hash_two(key_tag::GENERIC_CRITICAL, key.args, latest);
-                return Some(finding(Level::Critical, Detector::GenericRepeat, streak, k, latest, 0, None));
+                return Some(finding(
+                    Level::Critical,
+                    Detector::GenericRepeat,
+                    streak,
+                    k,
+                    latest,
+                    0,
+                    None,
+                ));
             }
             if scan.recent >= c.warning {
                 let k = hash_two(key_tag::GENERIC_WARNING, key.args, 0);
-                return Some(finding(Level::Warning, Detector::GenericRepeat, scan.recent, k, 0, 0, None));
+                return Some(finding(
+                    Level::Warning,
+                    Detector::GenericRepeat,
+                    scan.recent,
+                    k,
+                    0,
+                    0,
+                    None,
+                ));
             }
         }
         None
@@ -488,7 +528,13 @@ impl<N> ToolLoopSession<N> {
 
     /// Everything after a call ran: record the outcome and feed it to the guard. `None`
     /// outcome (no result, or a loop veto) does nothing and returns `None`.
-    pub fn after_call(&mut self, key: &CallKey, call_id: Option<u64>, outcome: Option<Outcome>, payload: N) -> Option<GuardVerdict> {
+    pub fn after_call(
+        &mut self,
+        key: &CallKey,
+        call_id: Option<u64>,
+        outcome: Option<Outcome>,
+        payload: N,
+    ) -> Option<GuardVerdict> {
         let outcome = outcome?;
         self.record_outcome(key, call_id, outcome, payload);
         if !self.config.guard_enabled {
@@ -587,7 +633,11 @@ impl Scan {
                 if !r.has(HAS_RESULT) {
                     s.tail_no_progress = false;
                 } else {
-                    let side = if r.args == s.newest_args { &mut side_a } else { &mut side_b };
+                    let side = if r.args == s.newest_args {
+                        &mut side_a
+                    } else {
+                        &mut side_b
+                    };
                     match side {
                         None => *side = Some(r.result),
                         Some(seen) if *seen != r.result => s.tail_no_progress = false,
@@ -653,7 +703,9 @@ mod tests {
     fn generic_repeat_warns_on_recent_and_blocks_on_streak() {
         let mut s = ToolLoopSession::new(config(3, 5, 8));
         let k = key("read", 1);
-        let levels: Vec<_> = (0..7).map(|_| call(&mut s, &k, 7).finding.map(|f| (f.level, f.count))).collect();
+        let levels: Vec<_> = (0..7)
+            .map(|_| call(&mut s, &k, 7).finding.map(|f| (f.level, f.count)))
+            .collect();
         assert_eq!(
             levels,
             vec![
@@ -679,7 +731,10 @@ mod tests {
             assert!(!d.blocked);
         }
         let f = s.detect(&k).unwrap_or_else(|| panic!("expected a warning"));
-        assert_eq!((f.level, f.detector, f.count), (Level::Warning, Detector::GenericRepeat, 10));
+        assert_eq!(
+            (f.level, f.detector, f.count),
+            (Level::Warning, Detector::GenericRepeat, 10)
+        );
     }
 
     #[test]
@@ -718,7 +773,10 @@ mod tests {
         k.known_poll = true;
         call(&mut s, &k, 1);
         call(&mut s, &k, 1);
-        assert_eq!(s.detect(&k).map(|f| (f.level, f.detector)), Some((Level::Warning, Detector::KnownPollNoProgress)));
+        assert_eq!(
+            s.detect(&k).map(|f| (f.level, f.detector)),
+            Some((Level::Warning, Detector::KnownPollNoProgress))
+        );
         call(&mut s, &k, 1);
         assert_eq!(s.detect(&k).map(|f| f.level), Some(Level::Critical));
     }
@@ -737,7 +795,10 @@ mod tests {
         }
         // tail a b a b a b, calling a: count 7 >= critical with constant sides.
         let f = s.detect(&a).unwrap_or_else(|| panic!("expected ping-pong"));
-        assert_eq!((f.level, f.detector, f.count, f.source_back), (Level::Critical, Detector::PingPong, 7, Some(0)));
+        assert_eq!(
+            (f.level, f.detector, f.count, f.source_back),
+            (Level::Critical, Detector::PingPong, 7, Some(0))
+        );
         // Calling b would repeat the newest, not continue the tail.
         assert_ne!(s.detect(&b).map(|f| f.detector), Some(Detector::PingPong));
         // The key is the same from either side.
@@ -772,10 +833,23 @@ mod tests {
             let k = key("deploy", i);
             let d = s.before_call(&k, None, ());
             assert!(!d.blocked);
-            s.after_call(&k, None, Some(Outcome { result: 9, unknown: Some(name) }), ());
+            s.after_call(
+                &k,
+                None,
+                Some(Outcome {
+                    result: 9,
+                    unknown: Some(name),
+                }),
+                (),
+            );
         }
-        let f = s.detect(&key("deploy", 9)).unwrap_or_else(|| panic!("expected unknown tool"));
-        assert_eq!((f.level, f.detector, f.count, f.other), (Level::Critical, Detector::UnknownToolRepeat, 3, name));
+        let f = s
+            .detect(&key("deploy", 9))
+            .unwrap_or_else(|| panic!("expected unknown tool"));
+        assert_eq!(
+            (f.level, f.detector, f.count, f.other),
+            (Level::Critical, Detector::UnknownToolRepeat, 3, name)
+        );
         assert_eq!(s.detect(&key("other", 9)), None);
     }
 
@@ -800,12 +874,28 @@ mod tests {
         s.record_call(&a, Some(1), 1);
         s.record_call(&b, None, 2);
         s.record_call(&a, Some(2), 3);
-        s.record_outcome(&a, Some(1), Outcome { result: 5, unknown: None }, 9);
+        s.record_outcome(
+            &a,
+            Some(1),
+            Outcome {
+                result: 5,
+                unknown: None,
+            },
+            9,
+        );
         assert_eq!(s.history_len(), 3);
         assert_eq!(s.record(2).and_then(Record::result), Some(5));
         assert_eq!(s.record(0).and_then(Record::result), None);
         // No pending match: appended.
-        s.record_outcome(&b, Some(7), Outcome { result: 6, unknown: None }, 9);
+        s.record_outcome(
+            &b,
+            Some(7),
+            Outcome {
+                result: 6,
+                unknown: None,
+            },
+            9,
+        );
         assert_eq!(s.history_len(), 4);
         assert_eq!(s.record(0).map(|r| r.payload), Some(9));
     }
