@@ -2,7 +2,7 @@
 
 from typing import Any, Callable, Iterable, Mapping, Optional, Tuple, Union
 
-from typing_extensions import Self
+from typing_extensions import Self, disjoint_base, final
 
 __version__: str
 MAX_DEPTH: int
@@ -54,6 +54,7 @@ MAX_HISTORY_SIZE: int
 MAX_GUARD_WINDOW: int
 """Largest post-compaction guard window accepted."""
 
+@final
 class LoopVerdict:
     """The loop verdict for one call (immutable)."""
 
@@ -80,6 +81,7 @@ class LoopVerdict:
     def to_dict(self) -> dict[str, Any]:
         """The verdict with OpenClaw's camelCase keys."""
 
+@final
 class ToolCallDecision:
     """What to do with a call about to run (immutable)."""
 
@@ -95,6 +97,7 @@ class ToolCallDecision:
     def blocked_result(self) -> Optional[dict[str, Any]]:
         """OpenClaw's veto result when blocked."""
 
+@final
 class GuardVerdict:
     """The post-compaction guard's answer for one outcome (immutable)."""
 
@@ -111,6 +114,7 @@ class GuardVerdict:
     def message(self) -> Optional[str]: ...
     def __bool__(self) -> bool: ...
 
+@final
 class ToolOutcome:
     """One recorded outcome (immutable)."""
 
@@ -131,6 +135,7 @@ class ToolOutcome:
     def guard(self) -> Optional[GuardVerdict]:
         """The guard's verdict; None when the outcome was not fed to it."""
 
+@disjoint_base
 class ToolLoopEngine:
     """Rust state behind :class:`doomloop.ToolLoopDetector` (use that class)."""
 
@@ -201,6 +206,7 @@ class ToolLoopEngine:
     def _state_size(self) -> int:
         """Bytes of Rust state held outside the Python object."""
 
+@disjoint_base
 class GuardEngine:
     """Rust state behind :class:`doomloop.PostCompactionGuard` (use that class)."""
 

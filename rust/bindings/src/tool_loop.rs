@@ -1195,10 +1195,14 @@ impl ToolLoopEngine {
     }
 
     /// Hook called (lock released) when a call is blocked or a warning is emitted.
-    fn _on_loop(&self, _decision: &Bound<'_, PyAny>) {}
+    fn _on_loop(&self, decision: &Bound<'_, PyAny>) {
+        let _ = decision;
+    }
 
     /// Hook called (lock released) when the guard says abort.
-    fn _on_compaction_loop(&self, _outcome: &Bound<'_, PyAny>) {}
+    fn _on_compaction_loop(&self, outcome: &Bound<'_, PyAny>) {
+        let _ = outcome;
+    }
 
     /// Records in the history now.
     #[getter]
