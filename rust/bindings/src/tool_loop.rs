@@ -567,16 +567,16 @@ pub fn unknown_tool_name(text: &str) -> Option<String> {
     None
 }
 
-/// The `text` of every content entry with string `type` and `text`, joined by newlines and
-/// trimmed (JavaScript whitespace).
-fn content_text(result: &Bound<'_, PyDict>) -> String {
-    let mut text = String::new();
+/// Digest of the `text` of every content entry with string `type` and `text`, joined by
+/// newlines and trimmed (JavaScript whitespace). The usual single part is hashed in place.
+fn content_text_digest<'py>(result: &Bound<'py, PyDict>) -> u64 {
     let py = result.py();
     let Some(content) = result.get_item(intern!(py, "content")).ok().flatten() else {
-        return text;
+        return fp::hash_str(b"");
     };
-    let mut parts = 0usize;
-    let mut add = |entry: Bound<'_, PyAny>| {
+    let mut first: Option<Bound<'py, PyString>> = None;
+    let mut joined: Option<String> = None;
+    let mut add = |entry: Bound<'py, PyAny>| {
         let Ok(entry) = entry.cast::<PyDict>() else {
             return;
         };
@@ -588,28 +588,36 @@ fn content_text(result: &Bound<'_, PyDict>) -> String {
         let Some(part) = entry.get_item(intern!(py, "text")).ok().flatten() else {
             return;
         };
-        let Ok(part) = part.cast::<PyString>() else {
+        let Ok(part) = part.cast_into::<PyString>() else {
             return;
         };
         if !typed {
             return;
         }
-        if parts > 0 {
-            text.push('\n');
+        match (&first, &mut joined) {
+            (None, _) => first = Some(part),
+            (Some(head), None) => {
+                let mut text = head.to_string_lossy().into_owned();
+                text.push('\n');
+                text.push_str(&part.to_string_lossy());
+                joined = Some(text);
+            }
+            (Some(_), Some(text)) => {
+                text.push('\n');
+                text.push_str(&part.to_string_lossy());
+            }
         }
-        parts += 1;
-        text.push_str(&part.to_string_lossy());
     };
     if let Ok(list) = content.cast::<PyList>() {
         list.iter().for_each(&mut add);
     } else if let Ok(tuple) = content.cast::<PyTuple>() {
         tuple.iter().for_each(&mut add);
     }
-    let trimmed = text.trim_matches(is_js_space);
-    if trimmed.len() == text.len() {
-        text
-    } else {
-        trimmed.to_owned()
+    let digest = |text: &str| fp::hash_str(text.trim_matches(is_js_space).as_bytes());
+    match (joined, first) {
+        (Some(text), _) => digest(&text),
+        (None, Some(part)) => digest(&part.to_string_lossy()),
+        (None, None) => digest(""),
     }
 }
 
@@ -722,7 +730,7 @@ fn normalise(
                 let aggregated = field(details, intern!(py, "aggregated"));
                 let output = match aggregated.as_ref().and_then(|a| a.cast::<PyString>().ok()) {
                     Some(agg) if agg.to_str().is_ok_and(|s| !s.is_empty()) => fingerprint_str(agg),
-                    _ => fp::hash_str(content_text(dict).as_bytes()),
+                    _ => content_text_digest(dict),
                 };
                 return hashed(Some(hash_fields(&[
                     f(intern!(py, "status")),
@@ -745,7 +753,7 @@ fn normalise(
     }
     let action = str_field(call.params.as_ref(), intern!(py, "action"));
     if tool == "process" {
-        let text = || (key_digest("text"), fp::hash_str(content_text(dict).as_bytes()));
+        let text = || (key_digest("text"), content_text_digest(dict));
         let action_field = |a: &str| (key_digest("action"), fp::hash_str(a.as_bytes()));
         match as_str(&action) {
             Some("poll") => {
@@ -794,7 +802,7 @@ fn normalise(
     }
     hashed(Some(hash_fields(&[
         (key_digest("details"), details_digest(false)),
-        (key_digest("text"), fp::hash_str(content_text(dict).as_bytes())),
+        (key_digest("text"), content_text_digest(dict)),
     ])))
 }
 
