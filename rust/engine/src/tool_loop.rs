@@ -569,6 +569,9 @@ struct Scan {
 }
 
 impl Scan {
+    /// Three short passes over the run-scoped records, newest first. The unknown-tool run and
+    /// the alternating tail usually end within a record or two; only the streak and recent
+    /// counts need the whole window.
     fn run<N>(history: &Ring<Record<N>>, key: &CallKey) -> Scan {
         let mut s = Scan {
             unknown_run: 0,
@@ -582,70 +585,69 @@ impl Scan {
             tail: 0,
             tail_no_progress: true,
         };
-        let (mut unknown_open, mut streak_open, mut tail_open) = (true, true, true);
-        let (mut side_a, mut side_b): (Option<u64>, Option<u64>) = (None, None);
-        let mut position = 0u32;
-        for (back, r) in history.iter_newest_first().enumerate() {
-            if !r.in_run(key.run) {
+        let scoped = || {
+            history
+                .iter_newest_first()
+                .enumerate()
+                .filter(move |(_, r)| r.in_run(key.run))
+        };
+        // Unknown tool: the run of newest records of this tool naming one missing tool.
+        for (position, (_, r)) in scoped().enumerate() {
+            let named = r.tool == key.tool && r.has(HAS_UNKNOWN);
+            if !named || (position > 0 && r.unknown != s.unknown_name) {
+                break;
+            }
+            s.unknown_name = r.unknown;
+            s.unknown_run += 1;
+        }
+        // Streak of one result and recent count of this call.
+        let mut streak_open = true;
+        for (_, r) in scoped() {
+            if r.args != key.args || r.tool != key.tool {
                 continue;
             }
-            let same_call = r.tool == key.tool && r.args == key.args;
-            // Unknown tool: the run of newest records of this tool naming one missing tool.
-            if unknown_open {
-                let named = r.tool == key.tool && r.has(HAS_UNKNOWN);
-                if named && (position == 0 || r.unknown == s.unknown_name) {
-                    s.unknown_name = r.unknown;
-                    s.unknown_run += 1;
+            s.recent += 1;
+            if streak_open && r.has(HAS_RESULT) {
+                if s.streak == 0 {
+                    s.latest_result = r.result;
+                    s.streak = 1;
+                } else if r.result == s.latest_result {
+                    s.streak += 1;
                 } else {
-                    unknown_open = false;
+                    streak_open = false;
                 }
             }
-            if same_call {
-                s.recent += 1;
-                if streak_open && r.has(HAS_RESULT) {
-                    if s.streak == 0 {
-                        s.latest_result = r.result;
-                        s.streak = 1;
-                    } else if r.result == s.latest_result {
-                        s.streak += 1;
-                    } else {
-                        streak_open = false;
-                    }
-                }
-            }
-            // Ping-pong: the tail alternating between the newest args and the other args.
+        }
+        // Ping-pong: the tail alternating between the newest args and the other args, and
+        // whether every tail record has a result, constant on each side.
+        let (mut side_a, mut side_b): (Option<u64>, Option<u64>) = (None, None);
+        for (position, (back, r)) in scoped().enumerate() {
             if position == 0 {
                 s.newest_back = Some(back);
                 s.newest_args = r.args;
-                s.tail = 1;
-            } else if tail_open {
+            } else if position == 1 && r.args != s.newest_args {
+                s.other_args = r.args;
+            } else {
                 let expected = if position % 2 == 0 { s.newest_args } else { s.other_args };
-                if position == 1 && r.args != s.newest_args {
-                    s.other_args = r.args;
-                    s.tail = 2;
-                } else if position > 1 && r.args == expected {
-                    s.tail += 1;
-                } else {
-                    tail_open = false;
+                if position == 1 || r.args != expected {
+                    break;
                 }
             }
-            if position == 0 || (tail_open && position as usize == s.tail as usize - 1) {
-                if !r.has(HAS_RESULT) {
-                    s.tail_no_progress = false;
-                } else {
-                    let side = if r.args == s.newest_args {
-                        &mut side_a
-                    } else {
-                        &mut side_b
-                    };
-                    match side {
-                        None => *side = Some(r.result),
-                        Some(seen) if *seen != r.result => s.tail_no_progress = false,
-                        Some(_) => {}
-                    }
-                }
+            s.tail += 1;
+            if !r.has(HAS_RESULT) {
+                s.tail_no_progress = false;
+                continue;
             }
-            position += 1;
+            let side = if r.args == s.newest_args {
+                &mut side_a
+            } else {
+                &mut side_b
+            };
+            match side {
+                None => *side = Some(r.result),
+                Some(seen) if *seen != r.result => s.tail_no_progress = false,
+                Some(_) => {}
+            }
         }
         if side_a.is_none() || side_b.is_none() {
             s.tail_no_progress = false;
@@ -808,6 +810,27 @@ mod tests {
             call(&mut s2, &a, 1);
         }
         assert_eq!(s2.detect(&b).map(|f| f.key), Some(f.key));
+    }
+
+    #[test]
+    fn recorded_warning_still_points_at_the_paired_record() {
+        let mut s: ToolLoopSession<&str> = ToolLoopSession::new(config(3, 10, 30));
+        let (a, b) = (key("read", 1), key("list", 2));
+        for _ in 0..2 {
+            s.before_call(&a, None, "read");
+            s.after_call(&a, None, outcome(1), "read");
+            s.before_call(&b, None, "list");
+            s.after_call(&b, None, outcome(2), "list");
+        }
+        // Calling read continues the tail; the call is recorded, so the paired (newest
+        // before it) record is now one further back.
+        let d = s.before_call(&a, None, "read");
+        let f = d.finding.unwrap_or_else(|| panic!("expected ping-pong"));
+        assert_eq!(f.detector, Detector::PingPong);
+        assert_eq!(
+            f.source_back.and_then(|back| s.record(back)).map(|r| r.payload),
+            Some("list")
+        );
     }
 
     #[test]
