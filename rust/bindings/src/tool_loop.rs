@@ -751,11 +751,12 @@ fn normalise(
             _ => {}
         }
     }
-    let action = str_field(call.params.as_ref(), intern!(py, "action"));
+    // Only `process` and `message` results depend on the action.
+    let action = || str_field(call.params.as_ref(), intern!(py, "action"));
     if tool == "process" {
         let text = || (key_digest("text"), content_text_digest(dict));
         let action_field = |a: &str| (key_digest("action"), fp::hash_str(a.as_bytes()));
-        match as_str(&action) {
+        match as_str(&action()) {
             Some("poll") => {
                 return hashed(Some(hash_fields(&[
                     action_field("poll"),
@@ -783,7 +784,7 @@ fn normalise(
     }
     let send_like = match tool {
         "sessions_send" => true,
-        "message" => as_str(&action).is_some_and(|a| SEND_ACTIONS.contains(&a)),
+        "message" => as_str(&action()).is_some_and(|a| SEND_ACTIONS.contains(&a)),
         _ => match rules.and_then(|r| r.send_like.as_ref()) {
             Some(predicate) => predicate
                 .bind(py)
