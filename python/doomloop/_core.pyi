@@ -1,6 +1,8 @@
 """Type stubs of the compiled ``doomloop._core`` extension module (the Rust engine)."""
 
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Iterable, Mapping, Optional, Tuple, Union
+
+from typing_extensions import Self, disjoint_base, final
 
 from typing_extensions import Self, disjoint_base
 
@@ -48,3 +50,185 @@ class SessionEngine:
     def _recent_action_types(self) -> list[str]: ...
     @property
     def _history_capacity(self) -> int: ...
+
+# --- tool-call loop detection (see doomloop.tool_loop) ---------------------------------------
+
+MAX_HISTORY_SIZE: int
+"""Largest ``history_size`` a tool-loop detector accepts."""
+MAX_GUARD_WINDOW: int
+"""Largest post-compaction guard window accepted."""
+
+@final
+class LoopVerdict:
+    """The loop verdict for one call (immutable)."""
+
+    @property
+    def stuck(self) -> bool: ...
+    @property
+    def level(self) -> Optional[str]:
+        """``"warning"``, ``"critical"`` or None when not stuck."""
+    @property
+    def detector(self) -> Optional[str]:
+        """``generic_repeat``, ``known_poll_no_progress``, ``ping_pong``, ``unknown_tool_repeat``
+        or ``global_circuit_breaker``."""
+    @property
+    def count(self) -> int: ...
+    @property
+    def message(self) -> Optional[str]: ...
+    @property
+    def warning_key(self) -> Optional[str]:
+        """The key warning emission is bucketed by (hashes as 16 hex digits)."""
+    @property
+    def paired_tool_name(self) -> Optional[str]:
+        """For ping-pong: the tool of the newest call (the other side of the pair)."""
+    def __bool__(self) -> bool: ...
+    def to_dict(self) -> dict[str, Any]:
+        """The verdict with OpenClaw's camelCase keys."""
+
+@final
+class ToolCallDecision:
+    """What to do with a call about to run (immutable)."""
+
+    @property
+    def verdict(self) -> LoopVerdict: ...
+    @property
+    def blocked(self) -> bool:
+        """True for a critical verdict: do not run the call; give the model ``blocked_result``."""
+    @property
+    def emit_warning(self) -> bool:
+        """True when this warning should be reported (first time for its key, then per bucket)."""
+    @property
+    def blocked_result(self) -> Optional[dict[str, Any]]:
+        """OpenClaw's veto result when blocked."""
+
+@final
+class GuardVerdict:
+    """The post-compaction guard's answer for one outcome (immutable)."""
+
+    @property
+    def should_abort(self) -> bool: ...
+    @property
+    def detector(self) -> Optional[str]:
+        """``"compaction_loop_persisted"`` when aborting."""
+    @property
+    def count(self) -> int: ...
+    @property
+    def tool_name(self) -> Optional[str]: ...
+    @property
+    def message(self) -> Optional[str]: ...
+    def __bool__(self) -> bool: ...
+
+@final
+class ToolOutcome:
+    """One recorded outcome (immutable)."""
+
+    @property
+    def tool(self) -> str: ...
+    @property
+    def args_hash(self) -> int:
+        """Digest of (tool, canonical params)."""
+    @property
+    def result_hash(self) -> Optional[int]:
+        """None for no result or a loop veto (nothing recorded)."""
+    @property
+    def is_error(self) -> bool: ...
+    @property
+    def unknown_tool_name(self) -> Optional[str]:
+        """The missing tool an error text names (lowercased), if any."""
+    @property
+    def guard(self) -> Optional[GuardVerdict]:
+        """The guard's verdict; None when the outcome was not fed to it."""
+
+@disjoint_base
+class ToolLoopEngine:
+    """Rust state behind :class:`doomloop.ToolLoopDetector` (use that class)."""
+
+    def __new__(
+        cls,
+        *,
+        history_size: int,
+        warning_threshold: int,
+        critical_threshold: int,
+        unknown_tool_threshold: int,
+        global_circuit_breaker_threshold: int,
+        generic_repeat: bool,
+        known_poll_no_progress: bool,
+        ping_pong: bool,
+        detect: bool,
+        record_calls: bool,
+        guard_enabled: bool,
+        guard_window_size: int,
+        tool_aliases: Optional[dict[str, str]] = None,
+        known_poll_tools: Optional[Iterable[str]] = None,
+        volatile_keys: Optional[Iterable[str]] = None,
+        normalisers: Optional[dict[str, Callable[[Any, Optional[Mapping[str, Any]]], Any]]] = None,
+        send_like: Optional[Callable[[str, Optional[Mapping[str, Any]]], bool]] = None,
+    ) -> Self: ...
+    def check(self, tool: str, params: Optional[Mapping[str, Any]], *, run_id: Optional[str] = None) -> LoopVerdict:
+        """The verdict for this call now, with no side effects."""
+    def record_call(
+        self, tool: str, params: Optional[Mapping[str, Any]], *, run_id: Optional[str] = None, tool_call_id: Optional[str] = None
+    ) -> None:
+        """Append the call to the history without a result."""
+    def record_outcome(
+        self,
+        tool: str,
+        params: Optional[Mapping[str, Any]],
+        *,
+        result: Any = None,
+        error: Union[BaseException, str, None] = None,
+        run_id: Optional[str] = None,
+        tool_call_id: Optional[str] = None,
+    ) -> ToolOutcome:
+        """Record a finished call's outcome (not fed to the guard)."""
+    def before_tool_call(
+        self, tool: str, params: Optional[Mapping[str, Any]], *, run_id: Optional[str] = None, tool_call_id: Optional[str] = None
+    ) -> ToolCallDecision:
+        """Detect, decide and record one call about to run."""
+    def after_tool_call(
+        self,
+        tool: str,
+        params: Optional[Mapping[str, Any]],
+        *,
+        result: Any = None,
+        error: Union[BaseException, str, None] = None,
+        run_id: Optional[str] = None,
+        tool_call_id: Optional[str] = None,
+    ) -> ToolOutcome:
+        """Record a finished call's outcome and feed it to the post-compaction guard."""
+    def _arm(self) -> int: ...
+    def _on_loop(self, decision: ToolCallDecision) -> None: ...
+    def _on_compaction_loop(self, outcome: ToolOutcome) -> None: ...
+    @property
+    def history_len(self) -> int:
+        """Records in the history now."""
+    @property
+    def _warning_keys(self) -> int: ...
+    @property
+    def guard_remaining(self) -> int:
+        """Guard attempts left in the armed window (0: not armed)."""
+    def _state_size(self) -> int:
+        """Bytes of Rust state held outside the Python object."""
+
+@disjoint_base
+class GuardEngine:
+    """Rust state behind :class:`doomloop.PostCompactionGuard` (use that class)."""
+
+    def __new__(cls, window_size: int = 3) -> Self: ...
+    def observe(
+        self, tool: str, params: Optional[Mapping[str, Any]], *, result: Any = None, error: Union[BaseException, str, None] = None
+    ) -> Optional[GuardVerdict]:
+        """Observe a finished call; None when the outcome has no result hash."""
+    def observe_hashes(self, tool: str, args_hash: int, result_hash: int) -> GuardVerdict:
+        """Observe an outcome given as hashes (as on :class:`ToolOutcome`)."""
+    def _arm(self) -> int: ...
+    @property
+    def window_size(self) -> int: ...
+    @property
+    def remaining(self) -> int:
+        """Attempts left in the armed window (0: not armed)."""
+
+def tool_result_hash(
+    tool: str, params: Optional[Mapping[str, Any]], *, result: Any = None, error: Union[BaseException, str, None] = None
+) -> Optional[int]:
+    """The result hash a tool-loop detector records for this outcome (built-in rules)."""

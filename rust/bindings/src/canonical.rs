@@ -27,13 +27,85 @@ thread_local! {
     static CANON: RefCell<Canon> = RefCell::new(Canon::new());
 }
 
+/// Decides which dict keys a walk leaves out (at every depth).
+pub type KeyFilter<'a> = &'a dyn Fn(&Bound<'_, PyAny>) -> bool;
+
 /// The canonical fingerprint of `value`.
 pub fn fingerprint(value: &Bound<'_, PyAny>) -> u64 {
+    fingerprint_skipping(value, None)
+}
+
+/// The canonical fingerprint of `value` with every dict entry whose key `skip` accepts left
+/// out, at every depth (used to ignore volatile ids such as message ids).
+pub fn fingerprint_skipping(value: &Bound<'_, PyAny>, skip: Option<KeyFilter<'_>>) -> u64 {
+    if skip.is_none() {
+        if let Some(digest) = flat_dict_digest(value) {
+            return digest;
+        }
+    }
     CANON.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut canon) => walk(value, &mut canon),
+        Ok(mut canon) => walk(value, &mut canon, skip),
         // Re-entered from a `model_dump()` or `__reduce_ex__` called by an outer walk.
-        Err(_) => walk(value, &mut Canon::new()),
+        Err(_) => walk(value, &mut Canon::new(), skip),
     })
+}
+
+/// Fast path for the most common value, a small dict of scalars (tool params, result
+/// details): hashed straight from the dict with no walk and no allocation; the digest is the
+/// one the walk gives. `None` when the value is anything else.
+fn flat_dict_digest(value: &Bound<'_, PyAny>) -> Option<u64> {
+    let dict = value.cast::<PyDict>().ok()?;
+    if dict.len() > fp::SMALL_MAP_ENTRIES {
+        return None;
+    }
+    let mut entries = [(0u64, 0u64); fp::SMALL_MAP_ENTRIES];
+    let mut used = 0;
+    let mut source = Source::Dict {
+        dict: dict.clone(),
+        pos: 0,
+        value: None,
+    };
+    while let Some(key) = next_child(&mut source, None) {
+        let value = next_child(&mut source, None)?;
+        let slot = entries.get_mut(used)?;
+        *slot = (scalar_digest(&key)?, scalar_digest(&value)?);
+        used += 1;
+    }
+    fp::hash_map_entries(entries.get(..used)?)
+}
+
+/// The digest of None, a bool, an int, a float or a str; `None` for anything else.
+fn scalar_digest(item: &Bound<'_, PyAny>) -> Option<u64> {
+    // Exact built-in types first, by type pointer: no failed casts on the common path.
+    // SAFETY: `item` is a live object; each unchecked cast follows an exact type match.
+    unsafe {
+        let ty = ffi::Py_TYPE(item.as_ptr());
+        if ty == &raw mut ffi::PyUnicode_Type {
+            return Some(str_digest(item.cast_unchecked::<PyString>()));
+        }
+        if ty == &raw mut ffi::PyLong_Type {
+            return Some(int_digest(item.cast_unchecked::<PyInt>()));
+        }
+        if ty == &raw mut ffi::PyFloat_Type {
+            return Some(fp::hash_f64(item.cast_unchecked::<PyFloat>().value()));
+        }
+    }
+    if item.is_none() {
+        return Some(fp::hash_none());
+    }
+    if let Ok(boolean) = item.cast::<PyBool>() {
+        return Some(fp::hash_bool(boolean.is_true()));
+    }
+    if let Ok(int) = item.cast::<PyInt>() {
+        return Some(int_digest(int));
+    }
+    if let Ok(float) = item.cast::<PyFloat>() {
+        return Some(fp::hash_f64(float.value()));
+    }
+    if let Ok(string) = item.cast::<PyString>() {
+        return Some(str_digest(string));
+    }
+    None
 }
 
 /// Fingerprint of a string (fast path for action types and tool names).
@@ -77,13 +149,13 @@ enum Step<'py> {
     Replace(Bound<'py, PyAny>),
 }
 
-fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon) -> u64 {
+fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon, skip: Option<KeyFilter<'_>>) -> u64 {
     canon.clear();
     let mut frames: Vec<Frame<'_>> = Vec::new();
     let mut pending = Some(value.clone());
     loop {
         if let Some(item) = pending.take() {
-            match classify(&item, &frames, canon) {
+            match classify(&item, frames.len(), &frames, canon) {
                 Step::Digest(digest) => canon.push(digest),
                 Step::Open(frame) => frames.push(frame),
                 Step::Replace(substitute) => {
@@ -95,7 +167,7 @@ fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon) -> u64 {
         let Some(top) = frames.last_mut() else {
             break;
         };
-        match next_child(&mut top.source) {
+        match next_child(&mut top.source, skip) {
             Some(child) => pending = Some(child),
             None => {
                 let Some(frame) = frames.pop() else {
@@ -115,10 +187,9 @@ fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon) -> u64 {
     canon.pop_root()
 }
 
-fn next_child<'py>(source: &mut Source<'py>) -> Option<Bound<'py, PyAny>> {
+fn next_child<'py>(source: &mut Source<'py>, skip: Option<KeyFilter<'_>>) -> Option<Bound<'py, PyAny>> {
     match source {
-        // Bounds are checked first: a failed get_item builds an IndexError, which is slow.
-        // The length is re-read each step because a nested walk may shrink the list.
+        // Bounds are checked first: an out-of-range `get_item` builds an IndexError.
         Source::List(list, index) => {
             if *index >= list.len() {
                 return None;
@@ -139,25 +210,30 @@ fn next_child<'py>(source: &mut Source<'py>) -> Option<Bound<'py, PyAny>> {
             if let Some(pending_value) = value.take() {
                 return Some(pending_value);
             }
-            let mut key_ptr: *mut ffi::PyObject = std::ptr::null_mut();
-            let mut value_ptr: *mut ffi::PyObject = std::ptr::null_mut();
-            // SAFETY: `dict` is a live dict; PyDict_Next hands out borrowed references, which
-            // are turned into owned ones at once. A dict mutated meanwhile (by code a nested
-            // walk runs) only makes iteration skip or repeat entries: never unsafe.
-            let more = unsafe { ffi::PyDict_Next(dict.as_ptr(), pos, &mut key_ptr, &mut value_ptr) };
-            if more == 0 || key_ptr.is_null() || value_ptr.is_null() {
-                return None;
+            loop {
+                let mut key_ptr: *mut ffi::PyObject = std::ptr::null_mut();
+                let mut value_ptr: *mut ffi::PyObject = std::ptr::null_mut();
+                // SAFETY: `dict` is a live dict; PyDict_Next hands out borrowed references, which
+                // are turned into owned ones at once. A dict mutated meanwhile (by code a nested
+                // walk runs) only makes iteration skip or repeat entries: never unsafe.
+                let more = unsafe { ffi::PyDict_Next(dict.as_ptr(), pos, &mut key_ptr, &mut value_ptr) };
+                if more == 0 || key_ptr.is_null() || value_ptr.is_null() {
+                    return None;
+                }
+                let py = dict.py();
+                // SAFETY: both pointers were just checked non-null and are borrowed from `dict`.
+                let (key, val) = unsafe {
+                    (
+                        Bound::from_borrowed_ptr(py, key_ptr),
+                        Bound::from_borrowed_ptr(py, value_ptr),
+                    )
+                };
+                if skip.is_some_and(|skip| skip(&key)) {
+                    continue;
+                }
+                *value = Some(val);
+                return Some(key);
             }
-            let py = dict.py();
-            // SAFETY: both pointers were just checked non-null and are borrowed from `dict`.
-            let (key, val) = unsafe {
-                (
-                    Bound::from_borrowed_ptr(py, key_ptr),
-                    Bound::from_borrowed_ptr(py, value_ptr),
-                )
-            };
-            *value = Some(val);
-            Some(key)
         }
         // A set changed during iteration raises; the walk ends that set there.
         Source::Iter(iter) => iter.next().and_then(Result::ok),
@@ -165,25 +241,14 @@ fn next_child<'py>(source: &mut Source<'py>) -> Option<Bound<'py, PyAny>> {
     }
 }
 
-fn classify<'py>(item: &Bound<'py, PyAny>, frames: &[Frame<'py>], canon: &Canon) -> Step<'py> {
-    // Exact str is by far the commonest leaf (keys, paths, results): test it first.
-    if let Ok(string) = item.cast_exact::<PyString>() {
-        return Step::Digest(str_digest(string));
-    }
-    if item.is_none() {
-        return Step::Digest(fp::hash_none());
-    }
-    if let Ok(boolean) = item.cast::<PyBool>() {
-        return Step::Digest(fp::hash_bool(boolean.is_true()));
-    }
-    if let Ok(int) = item.cast::<PyInt>() {
-        return Step::Digest(int_digest(int));
-    }
-    if let Ok(float) = item.cast::<PyFloat>() {
-        return Step::Digest(fp::hash_f64(float.value()));
-    }
-    if let Ok(string) = item.cast::<PyString>() {
-        return Step::Digest(str_digest(string));
+fn classify<'py>(
+    item: &Bound<'py, PyAny>,
+    depth: usize,
+    frames: &[Frame<'py>],
+    canon: &Canon,
+) -> Step<'py> {
+    if let Some(digest) = scalar_digest(item) {
+        return Step::Digest(digest);
     }
     if let Ok(bytes) = item.cast::<PyBytes>() {
         return Step::Digest(bytes_digest(item.py(), bytes.as_bytes()));
@@ -192,7 +257,8 @@ fn classify<'py>(item: &Bound<'py, PyAny>, frames: &[Frame<'py>], canon: &Canon)
         return Step::Digest(fp::hash_bytes(&array.to_vec()));
     }
     let id = item.as_ptr() as usize;
-    // The path is at most MAX_DEPTH frames and usually a handful: a scan beats a hash set.
+    // The open frames are the current path (at most MAX_DEPTH of them): a linear scan is
+    // cheaper than maintaining a hash set for the usual shallow values.
     if let Some(distance) = frames.iter().rev().position(|f| f.id == id) {
         return Step::Digest(fp::hash_cycle(distance as u64));
     }
@@ -201,7 +267,7 @@ fn classify<'py>(item: &Bound<'py, PyAny>, frames: &[Frame<'py>], canon: &Canon)
         || item.is_instance_of::<PyTuple>()
         || item.is_instance_of::<PySet>()
         || item.is_instance_of::<PyFrozenSet>();
-    if frames.len() >= MAX_DEPTH {
+    if depth >= MAX_DEPTH {
         return Step::Digest(fp::hash_too_deep());
     }
     let start = canon.mark();

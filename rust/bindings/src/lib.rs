@@ -4,6 +4,7 @@
 
 mod canonical;
 mod session;
+mod tool_loop;
 
 use pyo3::prelude::*;
 
@@ -13,6 +14,17 @@ mod _core {
 
     #[pymodule_export]
     use crate::session::SessionEngine;
+
+    #[pymodule_export]
+    use crate::tool_loop::{
+        tool_result_hash, GuardEngine, GuardVerdict, LoopVerdict, ToolCallDecision, ToolLoopEngine, ToolOutcome,
+    };
+
+    #[pymodule_export]
+    const MAX_HISTORY_SIZE: usize = crate::tool_loop::MAX_HISTORY_SIZE;
+
+    #[pymodule_export]
+    const MAX_GUARD_WINDOW: u32 = crate::tool_loop::MAX_GUARD_WINDOW;
 
     #[pymodule_export]
     const MAX_DEPTH: usize = crate::canonical::MAX_DEPTH;

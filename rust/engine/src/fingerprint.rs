@@ -128,11 +128,12 @@ pub fn hash_int_magnitude(negative: bool, magnitude_le: &[u8]) -> u64 {
     }
 }
 
-/// The common case of [`hash_int_magnitude`], without scanning for the used length.
+/// The same digest as `hash_int_magnitude` of the value's sign and magnitude, computed
+/// without scanning for the minimal length (the common case: every JSON-sized integer).
 #[inline]
 pub fn hash_i64(value: i64) -> u64 {
     let magnitude = value.unsigned_abs();
-    let used = (8 - magnitude.leading_zeros() / 8) as usize;
+    let used = 8 - (magnitude.leading_zeros() / 8) as usize;
     let mut buf = [0u8; 9];
     buf[0] = (value < 0) as u8;
     buf[1..].copy_from_slice(&magnitude.to_le_bytes());
@@ -176,6 +177,29 @@ fn large_integral_magnitude(magnitude: f64) -> Vec<u8> {
         }
     }
     out
+}
+
+/// Entries a [`hash_map_entries`] call takes at most.
+pub const SMALL_MAP_ENTRIES: usize = 8;
+
+/// Digest of a small mapping given as (key digest, value digest) entries: exactly what
+/// [`Canon::finish_map`] gives for the same entries, without a heap allocation. `None` when
+/// there are more than [`SMALL_MAP_ENTRIES`] entries.
+pub fn hash_map_entries(entries: &[(u64, u64)]) -> Option<u64> {
+    if entries.len() > SMALL_MAP_ENTRIES {
+        return None;
+    }
+    let mut pairs = [0u64; SMALL_MAP_ENTRIES];
+    for (slot, &(key, value)) in pairs.iter_mut().zip(entries) {
+        *slot = hash_two(tag::PAIR, key, value);
+    }
+    let used = &mut pairs[..entries.len()];
+    used.sort_unstable();
+    let mut bytes = [0u8; SMALL_MAP_ENTRIES * 8];
+    for (chunk, digest) in bytes.chunks_exact_mut(8).zip(used.iter()) {
+        chunk.copy_from_slice(&digest.to_le_bytes());
+    }
+    Some(hash_tagged(tag::MAP, &bytes[..entries.len() * 8]))
 }
 
 /// The digest stack a container walk writes into. A container remembers `mark()` when it
@@ -298,6 +322,13 @@ mod tests {
     }
 
     #[test]
+    fn hash_i64_matches_the_magnitude_encoding() {
+        for value in [0i64, 1, -1, 255, 256, -256, 65_535, i64::MAX, i64::MIN, 1 << 40, -(1 << 56)] {
+            assert_eq!(hash_i64(value), hash_int_magnitude(value < 0, &value.unsigned_abs().to_le_bytes()));
+        }
+    }
+
+    #[test]
     fn big_integral_floats_match_their_integers() {
         // 2^64 exactly: magnitude bytes 00 x8, 01
         let mut two_64 = [0u8; 9];
@@ -310,14 +341,6 @@ mod tests {
         assert_eq!(hash_f64(-(2f64.powi(100))), hash_int_magnitude(true, &two_100));
         // The largest float does not panic.
         let _ = hash_f64(f64::MAX);
-    }
-
-    #[test]
-    fn small_int_fast_path_matches_the_general_rule() {
-        for value in [0i64, 1, -1, 255, 256, -65_536, i64::MAX, i64::MIN, 1 << 40] {
-            let magnitude = value.unsigned_abs().to_le_bytes();
-            assert_eq!(hash_i64(value), hash_int_magnitude(value < 0, &magnitude), "{value}");
-        }
     }
 
     #[test]
@@ -379,6 +402,15 @@ mod tests {
         canon.push(inner_digest);
         let nested = canon.finish_map(outer);
         assert_eq!(nested, map(&[(hash_str(b"k"), seq(&[hash_i64(1)]))]));
+    }
+
+    #[test]
+    fn small_maps_hash_like_canon() {
+        let entries = [(hash_str(b"a"), hash_i64(1)), (hash_str(b"b"), hash_i64(2))];
+        let reversed: Vec<_> = entries.iter().rev().copied().collect();
+        assert_eq!(hash_map_entries(&entries), Some(map(&reversed)));
+        assert_eq!(hash_map_entries(&[]), Some(map(&[])));
+        assert_eq!(hash_map_entries(&[(1, 1); SMALL_MAP_ENTRIES + 1]), None);
     }
 
     #[test]

@@ -5,3 +5,4 @@
 pub mod fingerprint;
 pub mod ring;
 pub mod session;
+pub mod tool_loop;

@@ -64,7 +64,11 @@ impl<T> Ring<T> {
 
     /// Items from newest to oldest.
     pub fn iter_newest_first(&self) -> impl Iterator<Item = &T> + '_ {
-        (0..self.items.len()).filter_map(move |back| self.back(back))
+        // Two plain slices (no per-item modulo): before `next` are the newest items, from
+        // `next` on the oldest (that part is empty until the buffer has wrapped).
+        let split = if self.items.len() < self.capacity { self.items.len() } else { self.next };
+        let (newer, older) = self.items.split_at(split.min(self.items.len()));
+        newer.iter().rev().chain(older.iter().rev())
     }
 
     pub fn clear(&mut self) {
@@ -95,6 +99,16 @@ mod tests {
         assert!(ring.is_empty());
         ring.push(7);
         assert_eq!(ring.back(0), Some(&7));
+    }
+
+    #[test]
+    fn iteration_agrees_with_back_at_every_fill_level() {
+        let mut ring = Ring::new(4);
+        for i in 0..11 {
+            let by_back: Vec<_> = (0..ring.len()).filter_map(|b| ring.back(b).copied()).collect();
+            assert_eq!(ring.iter_newest_first().copied().collect::<Vec<_>>(), by_back);
+            ring.push(i);
+        }
     }
 
     #[test]

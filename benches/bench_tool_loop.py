@@ -1,0 +1,105 @@
+"""Benchmarks of tool-call loop detection (one tool call = before_tool_call + after_tool_call).
+
+Run: ``python -m pytest benches/bench_tool_loop.py --benchmark-enable --benchmark-only``
+(with a release build: ``maturin develop --release``). The reference is praisonaiagents'
+per-agent loop detection (record + detect + record outcome) in the same run. Without
+``--benchmark-enable`` each benchmark body runs once, as a plain test.
+"""
+
+from __future__ import annotations
+
+import sys
+import tracemalloc
+from typing import Any, Dict, List
+
+import pytest
+
+from doomloop import ToolLoopDetector
+
+PARAMS = {"path": "/w/src/app.py", "offset": 0, "limit": 200}
+RESULT = {
+    "content": [{"type": "text", "text": "def main():\n    return 0\n"}],
+    "details": {"status": "ok", "lines": 2},
+}
+EXEC_RESULT = {
+    "content": [{"type": "text", "text": "a\nb"}],
+    "details": {"status": "completed", "exitCode": 0, "durationMs": 12, "pid": 4001, "cwd": "/w", "aggregated": "a\nb"},
+}
+
+
+def _detector() -> ToolLoopDetector:
+    # High thresholds so the benchmark measures the common, not-stuck path.
+    return ToolLoopDetector(warning_threshold=10**6, critical_threshold=10**6 + 1, global_circuit_breaker_threshold=10**6 + 2)
+
+
+def _one_call(detector: ToolLoopDetector, tool: str = "read", params: Dict[str, Any] = PARAMS, result: Any = RESULT) -> None:
+    detector.before_tool_call(tool, params, run_id="run-1")
+    detector.after_tool_call(tool, params, result=result, run_id="run-1")
+
+
+@pytest.mark.benchmark(group="tool-call")
+def test_doomloop_tool_call(benchmark: Any) -> None:
+    detector = _detector()
+    for _ in range(1_000):
+        _one_call(detector)
+    benchmark(_one_call, detector)
+    assert detector.history_len == 30
+
+
+@pytest.mark.benchmark(group="tool-call")
+def test_doomloop_exec_call(benchmark: Any) -> None:
+    detector = _detector()
+    params = {"command": "ls -la"}
+    for _ in range(1_000):
+        _one_call(detector, "exec", params, EXEC_RESULT)
+    benchmark(_one_call, detector, "exec", params, EXEC_RESULT)
+
+
+@pytest.mark.benchmark(group="tool-call")
+def test_doomloop_tool_call_after_1m(benchmark: Any) -> None:
+    # Flat in the number of calls: the same call after a million earlier ones.
+    detector = _detector()
+    # A million calls when benchmarking; fewer when the file runs as a plain test.
+    for _ in range(1_000_000 if not benchmark.disabled else 10_000):
+        _one_call(detector)
+    benchmark(_one_call, detector)
+    assert detector.history_len == 30
+
+
+@pytest.mark.benchmark(group="tool-call")
+def test_praisonai_tool_call(benchmark: Any) -> None:
+    from praisonaiagents.agent import loop_detection as ld
+
+    config = ld.LoopDetectionConfig(enabled=True, warn_threshold=10**6, critical_threshold=10**6 + 1)
+    history: List[Any] = []
+
+    def one_call() -> None:
+        ld.record_tool_call(history, "read", PARAMS, config)
+        ld.detect_tool_loop(history, "read", PARAMS, config)
+        ld.record_tool_outcome(history, "read", PARAMS, RESULT, config)
+
+    for _ in range(1_000):
+        one_call()
+    benchmark(one_call)
+
+
+def test_memory_per_detector() -> None:
+    """Python-side bytes (tracemalloc) plus Rust-side bytes (``_state_size``) per detector
+    at the default config, after 100 calls each; printed, and bounded at 4 KiB."""
+    count = 2_000
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    detectors = [ToolLoopDetector() for _ in range(count)]
+    for detector in detectors:
+        for i in range(100):
+            _one_call(detector, params={"path": "/w/src/app.py", "offset": i % 7})
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    python_bytes = sum(stat.size_diff for stat in after.compare_to(before, "filename")) / count
+    rust_bytes = detectors[0]._state_size()
+    total = python_bytes + rust_bytes
+    print(
+        f"\nmemory per detector: python {python_bytes:.0f} B + rust {rust_bytes} B = {total:.0f} B; "
+        f"sys.getsizeof {sys.getsizeof(detectors[0])} B"
+    )
+    assert total <= 4096

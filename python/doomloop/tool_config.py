@@ -1,0 +1,379 @@
+"""Configuration of tool-call loop detection: :class:`LoopDetectionConfig`, OpenClaw's
+``tools.loopDetection`` block (strict and lenient parsing), agent ids and per-agent merging."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from . import _validate
+from ._core import MAX_GUARD_WINDOW, MAX_HISTORY_SIZE
+
+__all__ = [
+    "ConfigError",
+    "LoopDetectionConfig",
+    "normalize_agent_id",
+    "resolve_openclaw_block",
+]
+
+logger = logging.getLogger("doomloop")
+
+_OWNER = "LoopDetectionConfig"
+
+# OpenClaw key -> (snake_case field, default); the number fields.
+_NUMBERS: Dict[str, Tuple[str, int]] = {
+    "historySize": ("history_size", 30),
+    "warningThreshold": ("warning_threshold", 10),
+    "criticalThreshold": ("critical_threshold", 20),
+    "unknownToolThreshold": ("unknown_tool_threshold", 10),
+    "globalCircuitBreakerThreshold": ("global_circuit_breaker_threshold", 30),
+}
+_DETECTORS: Dict[str, str] = {
+    "genericRepeat": "generic_repeat",
+    "knownPollNoProgress": "known_poll_no_progress",
+    "pingPong": "ping_pong",
+}
+_GUARD_KEYS = {"windowSize"}
+_BLOCK_KEYS = {"enabled", "detectors", "postCompactionGuard", *_NUMBERS}
+# Pairs that must be strictly increasing where a block gives both.
+_ORDERED = (
+    ("warningThreshold", "criticalThreshold"),
+    ("criticalThreshold", "globalCircuitBreakerThreshold"),
+)
+_CAPS = {"historySize": MAX_HISTORY_SIZE, "windowSize": MAX_GUARD_WINDOW}
+
+
+class ConfigError(ValueError):
+    """An invalid loop-detection config; ``path`` names the offending key
+    (e.g. ``tools.loopDetection.warningThreshold``)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+
+
+def normalize_agent_id(agent_id: Optional[str]) -> str:
+    """OpenClaw's agent-id normalisation: lowercase, runs of characters outside
+    ``[a-z0-9_-]`` become ``-``, leading/trailing ``-`` trimmed, empty (or None) is ``main``."""
+    if agent_id is None:
+        return "main"
+    if not isinstance(agent_id, str):
+        raise TypeError(f"agent_id must be a str or None, got {type(agent_id).__name__}")
+    return re.sub(r"[^a-z0-9_-]+", "-", agent_id.lower()).strip("-") or "main"
+
+
+def _is_whole_config(cfg: Mapping[str, Any]) -> bool:
+    # An empty mapping is an OpenClaw config without any block (the same as an empty block).
+    return not cfg or "tools" in cfg or "agents" in cfg
+
+
+def _agent_blocks(cfg: Mapping[str, Any], strict: bool) -> List[Tuple[str, str, Any]]:
+    """``(path, normalised id, loopDetection block)`` of every agent entry that has a block."""
+    agents = cfg.get("agents")
+    if agents is None:
+        return []
+    if not isinstance(agents, Mapping):
+        _bad(strict, "agents", "must be an object", None)
+        return []
+    entries = agents.get("list")
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        _bad(strict, "agents.list", "must be an array", None)
+        return []
+    found = []
+    for i, entry in enumerate(entries):
+        path = f"agents.list[{i}]"
+        if not isinstance(entry, Mapping):
+            _bad(strict, path, "must be an object", None)
+            continue
+        tools = entry.get("tools")
+        if tools is None:
+            continue
+        if not isinstance(tools, Mapping):
+            _bad(strict, f"{path}.tools", "must be an object", None)
+            continue
+        if "loopDetection" not in tools:
+            continue
+        agent_id = entry.get("id")
+        if not isinstance(agent_id, str):
+            _bad(strict, f"{path}.id", "must be a string", None)
+            continue
+        found.append((f"{path}.tools.loopDetection", normalize_agent_id(agent_id), tools["loopDetection"]))
+    return found
+
+
+def _bad(strict: bool, path: str, problem: str, fallback: Any) -> Any:
+    if strict:
+        raise ConfigError(path, problem)
+    logger.warning("loop-detection config: %s %s; ignored", path, problem)
+    return fallback
+
+
+def _global_block(cfg: Mapping[str, Any], strict: bool) -> Tuple[str, Any]:
+    tools = cfg.get("tools")
+    if tools is None:
+        return "tools.loopDetection", None
+    if not isinstance(tools, Mapping):
+        return "tools.loopDetection", _bad(strict, "tools", "must be an object", None)
+    return "tools.loopDetection", tools.get("loopDetection")
+
+
+def _select(cfg: Mapping[str, Any], agent_id: Optional[str], strict: bool) -> List[Tuple[str, Any]]:
+    """The global block and the requested agent's block (each ``(path, block)``, absent ones
+    left out), validated when ``strict``."""
+    if not isinstance(cfg, Mapping):
+        raise TypeError(f"cfg must be a mapping (an OpenClaw config or its loopDetection block), got {type(cfg).__name__}")
+    if not _is_whole_config(cfg):
+        blocks = [("tools.loopDetection", cfg)]
+    else:
+        wanted = normalize_agent_id(agent_id)
+        blocks = [_global_block(cfg, strict)]
+        agent_blocks = _agent_blocks(cfg, strict)
+        if strict:
+            for path, _, block in agent_blocks:
+                _check_block(path, block)
+        blocks += [(path, block) for path, agent, block in agent_blocks if agent == wanted][:1]
+    selected = []
+    for path, block in blocks:
+        if block is None:
+            continue
+        if not isinstance(block, Mapping):
+            _bad(strict, path, "must be an object", None)
+            continue
+        if strict:
+            _check_block(path, block)
+        selected.append((path, block))
+    return selected
+
+
+def resolve_openclaw_block(cfg: Mapping[str, Any], agent_id: Optional[str] = None) -> Optional[Dict[str, Any]]:
+    """The ``loopDetection`` block OpenClaw resolves for ``agent_id`` (``None``: no block).
+
+    ``cfg`` is a whole OpenClaw config (``tools.loopDetection`` + ``agents.list``) or just a
+    ``loopDetection`` block. When both the global and the agent's block exist the result is
+    ``{**global, **agent}`` with ``detectors`` and ``postCompactionGuard`` merged one level
+    deeper (both keys then always present); a single block is returned as is. Lenient: shapes
+    that are not objects are ignored with a logged warning.
+    """
+    blocks = _select(cfg, agent_id, strict=False)
+    if not blocks:
+        return None
+    if len(blocks) == 1:
+        return dict(blocks[0][1])
+    (_, glob), (_, agent) = blocks
+    merged = {**glob, **agent}
+    for key in ("detectors", "postCompactionGuard"):
+        inner: Dict[str, Any] = {}
+        for side in (glob, agent):
+            value = side.get(key)
+            if isinstance(value, Mapping):
+                inner.update(value)
+        merged[key] = inner
+    return merged
+
+
+def _is_positive_int(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value >= 1
+    # JSON has one number type: 5.0 is the integer 5.
+    return isinstance(value, float) and math.isfinite(value) and value.is_integer() and value >= 1
+
+
+def _check_block(path: str, block: Any) -> None:
+    """Strict validation of one ``loopDetection`` block; raises :class:`ConfigError`."""
+    if not isinstance(block, Mapping):
+        raise ConfigError(path, "must be an object")
+    for key in block:
+        if key not in _BLOCK_KEYS:
+            raise ConfigError(f"{path}.{key}", "unknown key")
+    if "enabled" in block and not isinstance(block["enabled"], bool):
+        raise ConfigError(f"{path}.enabled", "must be true or false")
+    for key in _NUMBERS:
+        if key in block:
+            _check_number(f"{path}.{key}", key, block[key])
+    for first, second in _ORDERED:
+        if first in block and second in block and not block[first] < block[second]:
+            raise ConfigError(f"{path}.{second}", f"must be greater than {first} ({block[first]}), got {block[second]}")
+    detectors = block.get("detectors")
+    if detectors is not None:
+        if not isinstance(detectors, Mapping):
+            raise ConfigError(f"{path}.detectors", "must be an object")
+        for key, value in detectors.items():
+            if key not in _DETECTORS:
+                raise ConfigError(f"{path}.detectors.{key}", "unknown key")
+            if not isinstance(value, bool):
+                raise ConfigError(f"{path}.detectors.{key}", "must be true or false")
+    guard = block.get("postCompactionGuard")
+    if guard is not None:
+        if not isinstance(guard, Mapping):
+            raise ConfigError(f"{path}.postCompactionGuard", "must be an object")
+        for key, value in guard.items():
+            if key not in _GUARD_KEYS:
+                raise ConfigError(f"{path}.postCompactionGuard.{key}", "unknown key")
+            _check_number(f"{path}.postCompactionGuard.{key}", key, value)
+
+
+def _check_number(path: str, key: str, value: Any) -> None:
+    if not _is_positive_int(value):
+        raise ConfigError(path, f"must be a positive integer, got {value!r}")
+    cap = _CAPS.get(key)
+    if cap is not None and value > cap:
+        raise ConfigError(path, f"must be at most {cap}, got {value!r}")
+
+
+def _lenient_number(path: str, key: str, value: Any, default: int) -> int:
+    if value is None:
+        return default
+    if not _is_positive_int(value):
+        logger.warning("loop-detection config: %s must be a positive integer, got %r; using %d", path, value, default)
+        return default
+    cap = _CAPS.get(key)
+    if cap is not None and value > cap:
+        logger.warning("loop-detection config: %s is capped at %d (got %r)", path, cap, value)
+        return cap
+    return int(value)
+
+
+def _lenient_bool(path: str, value: Any, default: bool) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        logger.warning("loop-detection config: %s must be true or false, got %r; using %s", path, value, default)
+        return default
+    return value
+
+
+@dataclass(frozen=True)
+class LoopDetectionConfig:
+    """Settings of :class:`doomloop.ToolLoopDetector` (OpenClaw's ``tools.loopDetection``).
+
+    ``enabled`` is tri-state, as in OpenClaw: ``True`` runs the detectors; ``None`` (no
+    ``enabled`` key) records calls and outcomes and keeps the post-compaction guard on but
+    never detects; ``False`` turns detection and the guard off (outcomes are still recorded).
+    A Python-native config defaults to ``True``; :meth:`from_openclaw` keeps OpenClaw's
+    default (unset). Thresholds need not be ordered here: at run time ``critical`` is raised
+    to ``warning + 1`` and ``global`` to ``critical + 1`` where needed, with a logged warning.
+    """
+
+    enabled: Optional[bool] = True
+    history_size: int = 30
+    warning_threshold: int = 10
+    critical_threshold: int = 20
+    unknown_tool_threshold: int = 10
+    global_circuit_breaker_threshold: int = 30
+    generic_repeat: bool = True
+    known_poll_no_progress: bool = True
+    ping_pong: bool = True
+    post_compaction_window_size: int = 3
+
+    def __post_init__(self) -> None:
+        if self.enabled is not None:
+            _validate.boolean(_OWNER, "enabled", self.enabled)
+        for _, (name, _) in _NUMBERS.items():
+            _validate.positive_int(_OWNER, name, getattr(self, name))
+        _validate.positive_int(_OWNER, "post_compaction_window_size", self.post_compaction_window_size)
+        for name in _DETECTORS.values():
+            _validate.boolean(_OWNER, name, getattr(self, name))
+        if self.history_size > MAX_HISTORY_SIZE:
+            raise ValueError(f"{_OWNER}.history_size must be <= {MAX_HISTORY_SIZE}, got {self.history_size}")
+        if self.post_compaction_window_size > MAX_GUARD_WINDOW:
+            raise ValueError(
+                f"{_OWNER}.post_compaction_window_size must be <= {MAX_GUARD_WINDOW}, got {self.post_compaction_window_size}"
+            )
+
+    @classmethod
+    def from_openclaw(
+        cls, cfg: Optional[Mapping[str, Any]], agent_id: Optional[str] = None, strict: bool = True
+    ) -> "LoopDetectionConfig":
+        """Build from a whole OpenClaw config or just its ``loopDetection`` block, merging the
+        block of ``agent_id`` (ids normalised with :func:`normalize_agent_id`).
+
+        ``strict=True`` raises :class:`ConfigError` naming the key path for unknown keys,
+        numbers that are not positive integers, non-boolean switches and unordered
+        thresholds given in one block. ``strict=False`` applies OpenClaw's run-time rules: a
+        bad value falls back to its default (logged). ``cfg=None`` (no block at all) gives
+        OpenClaw's defaults with ``enabled`` unset.
+        """
+        if cfg is None:
+            return cls(enabled=None)
+        blocks = _select(cfg, agent_id, strict)
+        block = resolve_openclaw_block(cfg, agent_id) if blocks else None
+        return cls._from_block(block or {})
+
+    @classmethod
+    def _from_block(cls, block: Mapping[str, Any]) -> "LoopDetectionConfig":
+        path = "tools.loopDetection"
+        for key in block:
+            if key not in _BLOCK_KEYS:
+                logger.warning("loop-detection config: %s.%s is not a known key; ignored", path, key)
+        enabled = block.get("enabled")
+        if enabled is not None and not isinstance(enabled, bool):
+            # OpenClaw detects only on `enabled === true` and disables the guard only on
+            # `=== false`: anything else means unset.
+            logger.warning("loop-detection config: %s.enabled must be true or false, got %r; treated as unset", path, enabled)
+            enabled = None
+        values: Dict[str, Any] = {"enabled": enabled}
+        for key, (name, default) in _NUMBERS.items():
+            values[name] = _lenient_number(f"{path}.{key}", key, block.get(key), default)
+        detectors = block.get("detectors")
+        detectors = detectors if isinstance(detectors, Mapping) else {}
+        for key, name in _DETECTORS.items():
+            values[name] = _lenient_bool(f"{path}.detectors.{key}", detectors.get(key), True)
+        guard = block.get("postCompactionGuard")
+        guard = guard if isinstance(guard, Mapping) else {}
+        values["post_compaction_window_size"] = _lenient_number(
+            f"{path}.postCompactionGuard.windowSize", "windowSize", guard.get("windowSize"), 3
+        )
+        return cls(**values)
+
+    def to_openclaw(self) -> Dict[str, Any]:
+        """The equivalent OpenClaw ``loopDetection`` block (``enabled`` left out when unset)."""
+        block: Dict[str, Any] = {} if self.enabled is None else {"enabled": self.enabled}
+        for key, (name, _) in _NUMBERS.items():
+            block[key] = getattr(self, name)
+        block["detectors"] = {key: getattr(self, name) for key, name in _DETECTORS.items()}
+        block["postCompactionGuard"] = {"windowSize": self.post_compaction_window_size}
+        return block
+
+    def replace(self, **changes: Any) -> "LoopDetectionConfig":
+        """A copy with ``changes`` applied (validated)."""
+        return dataclasses.replace(self, **changes)
+
+    def engine_settings(self) -> Dict[str, Any]:
+        """The resolved run-time settings: thresholds ordered as OpenClaw's run time orders
+        them (``critical > warning``, ``global > critical``; each fix is logged)."""
+        warning = self.warning_threshold
+        critical = self.critical_threshold
+        breaker = self.global_circuit_breaker_threshold
+        if critical <= warning:
+            logger.warning("loop detection: critical_threshold %d <= warning_threshold %d; using %d", critical, warning, warning + 1)
+            critical = warning + 1
+        if breaker <= critical:
+            logger.warning(
+                "loop detection: global_circuit_breaker_threshold %d <= critical_threshold %d; using %d",
+                breaker,
+                critical,
+                critical + 1,
+            )
+            breaker = critical + 1
+        return {
+            "history_size": self.history_size,
+            "warning_threshold": warning,
+            "critical_threshold": critical,
+            "unknown_tool_threshold": self.unknown_tool_threshold,
+            "global_circuit_breaker_threshold": breaker,
+            "generic_repeat": self.generic_repeat,
+            "known_poll_no_progress": self.known_poll_no_progress,
+            "ping_pong": self.ping_pong,
+            "detect": self.enabled is True,
+            "record_calls": self.enabled is not False,
+            "guard_enabled": self.enabled is not False,
+            "guard_window_size": self.post_compaction_window_size,
+        }

@@ -1,0 +1,189 @@
+"""Tool-call loop detection (OpenClaw's ``tools.loopDetection``) with the post-compaction guard.
+
+:class:`ToolLoopDetector` is one agent session. Its history ring, detectors, warning buckets,
+guard and result normalisation live in the Rust engine (:class:`doomloop._core.ToolLoopEngine`,
+which it extends), so ``before_tool_call`` / ``after_tool_call`` run no Python code unless a
+call is blocked, a warning is emitted, the guard aborts or a user extension is configured.
+The verdict types (:class:`LoopVerdict`, :class:`ToolCallDecision`, :class:`ToolOutcome`,
+:class:`GuardVerdict`) are immutable Rust objects.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping, Optional
+
+from ._core import (
+    GuardEngine,
+    GuardVerdict,
+    LoopVerdict,
+    ToolCallDecision,
+    ToolLoopEngine,
+    ToolOutcome,
+    tool_result_hash,
+)
+from .tool_config import LoopDetectionConfig
+
+__all__ = [
+    "CompactionLoopPersisted",
+    "GuardVerdict",
+    "LoopVerdict",
+    "PostCompactionGuard",
+    "ToolCallDecision",
+    "ToolLoopDetector",
+    "ToolOutcome",
+    "tool_result_hash",
+]
+
+logger = logging.getLogger("doomloop")
+
+_CONFIG_FIELDS = frozenset(LoopDetectionConfig.__dataclass_fields__)
+_EXTENSIONS = frozenset({"tool_aliases", "known_poll_tools", "volatile_keys", "normalisers", "send_like"})
+
+
+class CompactionLoopPersisted(RuntimeError):
+    """The post-compaction guard saw the same (tool, args, result) fill its window: the
+    compaction did not break the loop and the run should stop."""
+
+    detector = "compaction_loop_persisted"
+
+    def __init__(self, tool: str, count: int, message: Optional[str] = None) -> None:
+        super().__init__(message or f"compaction_loop_persisted: {tool} repeated {count} times after compaction")
+        self.tool = tool
+        self.count = count
+
+    @classmethod
+    def from_verdict(cls, verdict: GuardVerdict) -> "CompactionLoopPersisted":
+        """The exception for an aborting guard verdict."""
+        if not verdict.should_abort or verdict.tool_name is None:
+            raise ValueError("the guard verdict does not say abort")
+        return cls(verdict.tool_name, verdict.count, verdict.message)
+
+    @classmethod
+    def raise_for(cls, outcome: ToolOutcome) -> None:
+        """Raise if ``outcome``'s guard verdict says abort; do nothing otherwise."""
+        if outcome.guard is not None and outcome.guard.should_abort:
+            raise cls.from_verdict(outcome.guard)
+
+
+class ToolLoopDetector(ToolLoopEngine):
+    """Loop detection for one agent session's tool calls, plus the post-compaction guard.
+
+    Wire it around every tool call::
+
+        decision = detector.before_tool_call(tool, params, run_id=run_id)
+        result = decision.blocked_result if decision.blocked else run_tool(tool, params)
+        outcome = detector.after_tool_call(tool, params, result=result, run_id=run_id)
+
+    Args:
+        config: a :class:`LoopDetectionConfig`; ``None`` uses the defaults with detection
+            enabled (a detector built here is meant to detect; :meth:`from_openclaw` keeps
+            OpenClaw's disabled-by-default).
+        **options: any :class:`LoopDetectionConfig` field (overrides ``config``), and the
+            extension points:
+
+            - ``tool_aliases``: ``{name: canonical name}`` applied to every tool name first
+              (e.g. ``{"bash": "exec"}``); off by default, as in OpenClaw's recorded behaviour.
+            - ``known_poll_tools``: extra tool names treated as known polls.
+            - ``volatile_keys``: extra keys stripped (at every depth) from send-like results.
+            - ``normalisers``: ``{tool: callable(result, params) -> value}``; the value's
+              canonical fingerprint becomes the result hash (a loop veto is still unhashed).
+            - ``send_like``: ``callable(tool, params) -> bool`` marking more send-like calls.
+            - ``raise_on_compaction_loop``: make :meth:`after_tool_call` raise
+              :class:`CompactionLoopPersisted` (after recording) instead of only returning
+              the aborting guard verdict in the outcome. Default False.
+
+    Thread-safe: one detector shared by many threads loses no update (each call's detect,
+    decide and record happen under one lock). Memory is fixed by ``history_size``.
+    """
+
+    __slots__ = ("config", "raise_on_compaction_loop")
+
+    config: LoopDetectionConfig
+    raise_on_compaction_loop: bool
+
+    def __new__(
+        cls,
+        config: Optional[LoopDetectionConfig] = None,
+        *,
+        raise_on_compaction_loop: bool = False,
+        **options: Any,
+    ) -> "ToolLoopDetector":
+        if config is None:
+            config = LoopDetectionConfig()
+        elif not isinstance(config, LoopDetectionConfig):
+            raise TypeError(f"config must be a LoopDetectionConfig or None, got {type(config).__name__}")
+        unknown = set(options) - _CONFIG_FIELDS - _EXTENSIONS
+        if unknown:
+            raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+        if not isinstance(raise_on_compaction_loop, bool):
+            raise TypeError("raise_on_compaction_loop must be a bool")
+        fields = {k: v for k, v in options.items() if k in _CONFIG_FIELDS}
+        if fields:
+            config = config.replace(**fields)
+        extensions = {k: v for k, v in options.items() if k in _EXTENSIONS}
+        self = super().__new__(cls, **config.engine_settings(), **extensions)
+        self.config = config
+        self.raise_on_compaction_loop = raise_on_compaction_loop
+        return self
+
+    @classmethod
+    def from_openclaw(
+        cls, cfg: Optional[Mapping[str, Any]], agent_id: Optional[str] = None, **options: Any
+    ) -> "ToolLoopDetector":
+        """A detector configured as OpenClaw would be: ``cfg`` is a whole OpenClaw config or
+        just its ``loopDetection`` block, read leniently (bad values fall back to defaults,
+        logged); detection stays off unless ``enabled: true``. ``None`` means no block at
+        all: calls and outcomes are recorded and the guard can be armed, but nothing is
+        detected. ``options`` are the extension points of the constructor."""
+        config = LoopDetectionConfig.from_openclaw(cfg, agent_id, strict=False)
+        return cls(config, **options)
+
+    def arm_post_compaction(self) -> int:
+        """Arm the post-compaction guard after a compaction retry: it watches the next
+        ``post_compaction_window_size`` outcomes. Returns that number (0 when the guard is
+        off because ``enabled`` is explicitly false) and logs
+        ``post-compaction guard armed for N attempts``."""
+        attempts = self._arm()
+        if attempts:
+            logger.info("post-compaction guard armed for %d attempts", attempts)
+        return attempts
+
+    def __sizeof__(self) -> int:
+        return object.__sizeof__(self) + self._state_size()
+
+    def _on_loop(self, decision: ToolCallDecision) -> None:
+        # Called by the engine, lock released, when a call is blocked or a warning is emitted.
+        verdict = decision.verdict
+        if decision.blocked:
+            logger.warning("tool call blocked (%s, count %d): %s", verdict.detector, verdict.count, verdict.message)
+        else:
+            logger.warning("tool loop warning (%s, count %d): %s", verdict.detector, verdict.count, verdict.message)
+
+    def _on_compaction_loop(self, outcome: ToolOutcome) -> None:
+        # Called by the engine, lock released, when the guard says abort.
+        guard = outcome.guard
+        if guard is None:
+            return
+        logger.error("%s", guard.message)
+        if self.raise_on_compaction_loop:
+            raise CompactionLoopPersisted.from_verdict(guard)
+
+
+class PostCompactionGuard(GuardEngine):
+    """The post-compaction guard on its own.
+
+    After :meth:`arm` it watches the next ``window_size`` outcomes; when one
+    (tool, args hash, result hash) triple fills the window, :meth:`observe` returns a verdict
+    with ``should_abort=True``, ``detector="compaction_loop_persisted"``, the tool name and
+    the count. Outside an armed window it never aborts. Thread-safe.
+    """
+
+    __slots__ = ()
+
+    def arm(self) -> int:
+        """Start watching; logs ``post-compaction guard armed for N attempts``; returns N."""
+        attempts = self._arm()
+        logger.info("post-compaction guard armed for %d attempts", attempts)
+        return attempts
+

@@ -1,0 +1,1355 @@
+//! `ToolLoopEngine` (the Rust half of `doomloop.ToolLoopDetector`), `GuardEngine` (of
+//! `doomloop.PostCompactionGuard`) and the verdict types, over `doomloop_engine::tool_loop`.
+//!
+//! The hot path (`before_tool_call` / `after_tool_call`) runs no Python frame: params are
+//! fingerprinted and results normalised here, reading the Python dicts directly. Python code
+//! (user normalisers, the send-like predicate, the logging hooks) only ever runs with the
+//! session lock released.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
+
+use doomloop_engine::fingerprint::{self as fp, hash_action, hash_none};
+use doomloop_engine::tool_loop::{
+    CallKey, CompactionGuard, Decision, Finding, GuardVerdict as EngineGuardVerdict, Level, LoopConfig, Outcome,
+    ToolLoopSession,
+};
+use pyo3::exceptions::{PyBaseException, PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+use crate::canonical::{fingerprint, fingerprint_skipping, fingerprint_str};
+
+/// Largest `history_size` accepted (the ring is allocated up front).
+pub const MAX_HISTORY_SIZE: usize = 10_000;
+/// Largest post-compaction guard window accepted.
+pub const MAX_GUARD_WINDOW: u32 = 1_000;
+
+const DETECTOR_COMPACTION: &str = "compaction_loop_persisted";
+
+/// Ids that change on every send and must not make two identical sends look different.
+const VOLATILE_KEYS: [&str; 18] = [
+    "messageId",
+    "message_id",
+    "messageIds",
+    "platformMessageId",
+    "platformMessageIds",
+    "fileId",
+    "file_id",
+    "fileKey",
+    "pollId",
+    "poll_id",
+    "receipt",
+    "runId",
+    "idempotencyKey",
+    "ts",
+    "timestamp",
+    "sentAt",
+    "deliveredAt",
+    "createdAt",
+];
+
+const SEND_ACTIONS: [&str; 9] = [
+    "send",
+    "broadcast",
+    "reply",
+    "thread-reply",
+    "sendWithEffect",
+    "sendAttachment",
+    "upload-file",
+    "sticker",
+    "poll",
+];
+
+// ---------------------------------------------------------------------------------------
+// Verdict types
+// ---------------------------------------------------------------------------------------
+
+/// The loop verdict for one call.
+#[pyclass(module = "doomloop._core", frozen, get_all)]
+pub struct LoopVerdict {
+    stuck: bool,
+    level: Option<&'static str>,
+    detector: Option<&'static str>,
+    count: u32,
+    message: Option<String>,
+    warning_key: Option<String>,
+    paired_tool_name: Option<Py<PyString>>,
+}
+
+#[pymethods]
+impl LoopVerdict {
+    fn __repr__(&self) -> String {
+        if !self.stuck {
+            return "LoopVerdict(stuck=False)".to_string();
+        }
+        format!(
+            "LoopVerdict(stuck=True, level={:?}, detector={:?}, count={})",
+            self.level.unwrap_or(""),
+            self.detector.unwrap_or(""),
+            self.count
+        )
+    }
+
+    fn __bool__(&self) -> bool {
+        self.stuck
+    }
+
+    /// The verdict as a dict with OpenClaw's camelCase keys.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("stuck", self.stuck)?;
+        if self.stuck {
+            d.set_item("level", self.level)?;
+            d.set_item("detector", self.detector)?;
+            d.set_item("count", self.count)?;
+            d.set_item("message", &self.message)?;
+            d.set_item("warningKey", &self.warning_key)?;
+            d.set_item(
+                "pairedToolName",
+                self.paired_tool_name.as_ref().map(|n| n.clone_ref(py)),
+            )?;
+        }
+        Ok(d)
+    }
+}
+
+/// What to do with a call about to run.
+#[pyclass(module = "doomloop._core", frozen, get_all)]
+pub struct ToolCallDecision {
+    verdict: Py<LoopVerdict>,
+    blocked: bool,
+    emit_warning: bool,
+    blocked_result: Option<Py<PyDict>>,
+}
+
+#[pymethods]
+impl ToolCallDecision {
+    fn __repr__(&self) -> String {
+        format!(
+            "ToolCallDecision(blocked={}, emit_warning={}, verdict={})",
+            py_bool(self.blocked),
+            py_bool(self.emit_warning),
+            self.verdict.get().__repr__()
+        )
+    }
+}
+
+/// The post-compaction guard's answer for one outcome.
+#[pyclass(module = "doomloop._core", frozen, get_all)]
+pub struct GuardVerdict {
+    should_abort: bool,
+    detector: Option<&'static str>,
+    count: u32,
+    tool_name: Option<Py<PyString>>,
+    message: Option<String>,
+}
+
+#[pymethods]
+impl GuardVerdict {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        match &self.tool_name {
+            Some(tool) if self.should_abort => {
+                format!(
+                    "GuardVerdict(should_abort=True, tool_name={:?}, count={})",
+                    tool.bind(py).to_string(),
+                    self.count
+                )
+            }
+            _ => "GuardVerdict(should_abort=False)".to_string(),
+        }
+    }
+
+    fn __bool__(&self) -> bool {
+        self.should_abort
+    }
+}
+
+/// One recorded outcome: its hashes and the guard's verdict (`None` when the outcome has no
+/// result hash: no result, or a loop veto; or when it was not fed to the guard).
+#[pyclass(module = "doomloop._core", frozen, get_all)]
+pub struct ToolOutcome {
+    tool: Py<PyString>,
+    args_hash: u64,
+    result_hash: Option<u64>,
+    is_error: bool,
+    unknown_tool_name: Option<Py<PyString>>,
+    guard: Option<Py<GuardVerdict>>,
+}
+
+#[pymethods]
+impl ToolOutcome {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "ToolOutcome(tool={:?}, result_hash={}, guard={})",
+            self.tool.bind(py).to_string(),
+            self.result_hash.map_or("None".to_string(), |h| h.to_string()),
+            self.guard.as_ref().map_or("None".to_string(), |g| g.get().__repr__(py))
+        )
+    }
+}
+
+fn py_bool(value: bool) -> &'static str {
+    if value {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+static NOT_STUCK: PyOnceLock<Py<LoopVerdict>> = PyOnceLock::new();
+static ALLOW: PyOnceLock<Py<ToolCallDecision>> = PyOnceLock::new();
+static CONTINUE: PyOnceLock<Py<GuardVerdict>> = PyOnceLock::new();
+
+fn not_stuck(py: Python<'_>) -> PyResult<Py<LoopVerdict>> {
+    NOT_STUCK
+        .get_or_try_init(py, || {
+            Py::new(
+                py,
+                LoopVerdict {
+                    stuck: false,
+                    level: None,
+                    detector: None,
+                    count: 0,
+                    message: None,
+                    warning_key: None,
+                    paired_tool_name: None,
+                },
+            )
+        })
+        .map(|v| v.clone_ref(py))
+}
+
+fn allow(py: Python<'_>) -> PyResult<Py<ToolCallDecision>> {
+    ALLOW
+        .get_or_try_init(py, || {
+            Py::new(
+                py,
+                ToolCallDecision {
+                    verdict: not_stuck(py)?,
+                    blocked: false,
+                    emit_warning: false,
+                    blocked_result: None,
+                },
+            )
+        })
+        .map(|v| v.clone_ref(py))
+}
+
+fn guard_continue(py: Python<'_>) -> PyResult<Py<GuardVerdict>> {
+    CONTINUE
+        .get_or_try_init(py, || {
+            Py::new(
+                py,
+                GuardVerdict {
+                    should_abort: false,
+                    detector: None,
+                    count: 0,
+                    tool_name: None,
+                    message: None,
+                },
+            )
+        })
+        .map(|v| v.clone_ref(py))
+}
+
+fn guard_verdict(
+    py: Python<'_>,
+    verdict: EngineGuardVerdict,
+    tool: &Bound<'_, PyString>,
+) -> PyResult<Py<GuardVerdict>> {
+    match verdict {
+        EngineGuardVerdict::Continue => guard_continue(py),
+        EngineGuardVerdict::Abort(count) => Py::new(
+            py,
+            GuardVerdict {
+                should_abort: true,
+                detector: Some(DETECTOR_COMPACTION),
+                count,
+                tool_name: Some(tool.clone().unbind()),
+                message: Some(format!(
+                    "{DETECTOR_COMPACTION}: {tool} repeated the same call with the same result {count} times \
+                     after compaction; aborting the run."
+                )),
+            },
+        ),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Call identity and result normalisation
+// ---------------------------------------------------------------------------------------
+
+/// Optional extension points; `None` on the engine when none is used (keeps sessions small).
+#[derive(Default)]
+struct Rules {
+    aliases: HashMap<String, Py<PyString>>,
+    known_polls: HashSet<String>,
+    volatile_keys: HashSet<String>,
+    normalisers: HashMap<String, Py<PyAny>>,
+    send_like: Option<Py<PyAny>>,
+}
+
+impl Rules {
+    fn from_options(
+        aliases: Option<&Bound<'_, PyAny>>,
+        known_polls: Option<&Bound<'_, PyAny>>,
+        volatile_keys: Option<&Bound<'_, PyAny>>,
+        normalisers: Option<&Bound<'_, PyAny>>,
+        send_like: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Box<Rules>>> {
+        let mut rules = Rules::default();
+        if let Some(aliases) = aliases.filter(|a| !a.is_none()) {
+            let aliases = aliases
+                .cast::<PyDict>()
+                .map_err(|_| PyTypeError::new_err("tool_aliases must be a dict of str to str"))?;
+            for (k, v) in aliases.iter() {
+                let (Ok(k), Ok(v)) = (k.cast::<PyString>(), v.cast::<PyString>()) else {
+                    return Err(PyTypeError::new_err("tool_aliases must be a dict of str to str"));
+                };
+                rules.aliases.insert(k.to_str()?.to_owned(), v.clone().unbind());
+            }
+        }
+        rules.known_polls = str_set(known_polls, "known_poll_tools")?;
+        rules.volatile_keys = str_set(volatile_keys, "volatile_keys")?;
+        if let Some(normalisers) = normalisers.filter(|n| !n.is_none()) {
+            let normalisers = normalisers
+                .cast::<PyDict>()
+                .map_err(|_| PyTypeError::new_err("normalisers must be a dict of tool name to callable"))?;
+            for (k, v) in normalisers.iter() {
+                let Ok(k) = k.cast::<PyString>() else {
+                    return Err(PyTypeError::new_err(
+                        "normalisers must be a dict of tool name to callable",
+                    ));
+                };
+                if !v.is_callable() {
+                    return Err(PyTypeError::new_err(format!("normalisers[{k:?}] must be callable")));
+                }
+                rules.normalisers.insert(k.to_str()?.to_owned(), v.unbind());
+            }
+        }
+        if let Some(send_like) = send_like.filter(|s| !s.is_none()) {
+            if !send_like.is_callable() {
+                return Err(PyTypeError::new_err(
+                    "send_like must be a callable (tool, params) -> bool",
+                ));
+            }
+            rules.send_like = Some(send_like.clone().unbind());
+        }
+        let unused = rules.aliases.is_empty()
+            && rules.known_polls.is_empty()
+            && rules.volatile_keys.is_empty()
+            && rules.normalisers.is_empty()
+            && rules.send_like.is_none();
+        Ok((!unused).then(|| Box::new(rules)))
+    }
+
+    fn heap_bytes(&self) -> usize {
+        let strings = |set: &HashSet<String>| set.iter().map(|s| s.capacity() + 24).sum::<usize>();
+        std::mem::size_of::<Rules>()
+            + strings(&self.known_polls)
+            + strings(&self.volatile_keys)
+            + self.aliases.keys().map(|k| k.capacity() + 32).sum::<usize>()
+            + self.normalisers.keys().map(|k| k.capacity() + 32).sum::<usize>()
+    }
+}
+
+fn str_set(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<HashSet<String>> {
+    let mut set = HashSet::new();
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(set);
+    };
+    if value.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be a collection of str, not a str"
+        )));
+    }
+    let items = value
+        .try_iter()
+        .map_err(|_| PyTypeError::new_err(format!("{name} must be a collection of str")))?;
+    for item in items {
+        let item = item?;
+        let text = item
+            .cast::<PyString>()
+            .map_err(|_| PyTypeError::new_err(format!("{name} must contain only str")))?;
+        set.insert(text.to_str()?.to_owned());
+    }
+    Ok(set)
+}
+
+/// A call's identity, parsed and checked.
+struct Call<'py> {
+    tool: Bound<'py, PyString>,
+    params: Option<Bound<'py, PyAny>>,
+    key: CallKey,
+    call_id: Option<u64>,
+}
+
+static MAPPING_ABC: PyOnceLock<Py<pyo3::types::PyType>> = PyOnceLock::new();
+
+fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value
+        .get_type()
+        .name()
+        .map_or_else(|_| "object".to_string(), |n| n.to_string())
+}
+
+fn optional_str_digest(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<u64>> {
+    match value {
+        None => Ok(None),
+        Some(v) if v.is_none() => Ok(None),
+        Some(v) => match v.cast::<PyString>() {
+            Ok(s) => Ok(Some(fingerprint_str(s))),
+            Err(_) => Err(PyTypeError::new_err(format!(
+                "{name} must be a str or None, got {}",
+                type_name(v)
+            ))),
+        },
+    }
+}
+
+fn parse_call<'py>(
+    rules: Option<&Rules>,
+    tool: &Bound<'py, PyAny>,
+    params: &Bound<'py, PyAny>,
+    run_id: Option<&Bound<'py, PyAny>>,
+    tool_call_id: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Call<'py>> {
+    let py = tool.py();
+    let mut tool = tool
+        .cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err(format!("tool must be a str, got {}", type_name(tool))))?
+        .clone();
+    if let Some(rules) = rules.filter(|r| !r.aliases.is_empty()) {
+        if let Some(target) = rules.aliases.get(tool.to_str()?) {
+            tool = target.bind(py).clone();
+        }
+    }
+    let params = if params.is_none() {
+        None
+    } else if params.is_instance_of::<PyDict>()
+        || params.is_instance(MAPPING_ABC.import(py, "collections.abc", "Mapping")?)?
+    {
+        Some(params.clone())
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "params must be a mapping (dict) or None, got {}",
+            type_name(params)
+        )));
+    };
+    let tool_digest = fingerprint_str(&tool);
+    // `params=None` is the empty mapping.
+    let params_digest = params.as_ref().map_or_else(|| hash_fields(&[]), fingerprint);
+    let name = tool.to_str()?;
+    let known_poll = match name {
+        "command_status" => true,
+        "process" => matches!(
+            as_str(&str_field(params.as_ref(), intern!(py, "action"))),
+            Some("poll" | "log")
+        ),
+        _ => rules.is_some_and(|r| r.known_polls.contains(name)),
+    };
+    Ok(Call {
+        key: CallKey {
+            tool: tool_digest,
+            args: hash_action(tool_digest, params_digest),
+            run: optional_str_digest(run_id, "run_id")?,
+            known_poll,
+        },
+        call_id: optional_str_digest(tool_call_id, "tool_call_id")?,
+        tool,
+        params,
+    })
+}
+
+/// A small map's digest from (key digest, value digest) entries (callers pass at most 8).
+fn hash_fields(entries: &[(u64, u64)]) -> u64 {
+    fp::hash_map_entries(entries).unwrap_or_else(hash_none)
+}
+
+/// `mapping[key]` if present (a failing lookup counts as absent). Keys are interned strings:
+/// a dict lookup then needs no new string and no hashing.
+fn field<'py>(mapping: Option<&Bound<'py, PyAny>>, key: &Bound<'py, PyString>) -> Option<Bound<'py, PyAny>> {
+    let mapping = mapping?;
+    if let Ok(dict) = mapping.cast::<PyDict>() {
+        return dict.get_item(key).ok().flatten();
+    }
+    mapping.get_item(key).ok()
+}
+
+/// `mapping[key]` when it is a str.
+fn str_field<'py>(mapping: Option<&Bound<'py, PyAny>>, key: &Bound<'py, PyString>) -> Option<Bound<'py, PyString>> {
+    field(mapping, key).and_then(|v| v.cast_into::<PyString>().ok())
+}
+
+fn as_str<'a>(value: &'a Option<Bound<'_, PyString>>) -> Option<&'a str> {
+    value.as_ref().and_then(|s| s.to_str().ok())
+}
+
+/// JavaScript's `\s` (what OpenClaw's regexes and `trim()` use).
+fn is_js_space(c: char) -> bool {
+    matches!(
+        c,
+        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}' | '\u{2028}' | '\u{2029}' | '\u{202f}' | '\u{205f}' | '\u{3000}' | '\u{feff}'
+    )
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')
+}
+
+fn starts_with_ci(text: &str, at: usize, pattern: &str) -> bool {
+    text.as_bytes()
+        .get(at..at + pattern.len())
+        .is_some_and(|s| s.eq_ignore_ascii_case(pattern.as_bytes()))
+}
+
+/// Skip chars matching `pred` from byte `at`; returns the new position and how many.
+fn skip_while(text: &str, at: usize, pred: impl Fn(char) -> bool) -> (usize, usize) {
+    let rest = text.get(at..).unwrap_or("");
+    let mut end = at;
+    let mut n = 0;
+    for c in rest.chars() {
+        if !pred(c) {
+            break;
+        }
+        end += c.len_utf8();
+        n += 1;
+    }
+    (end, n)
+}
+
+fn skip_quote(text: &str, at: usize) -> usize {
+    match text.as_bytes().get(at) {
+        Some(b'"' | b'\'') => at + 1,
+        _ => at,
+    }
+}
+
+/// The unknown tool an error text names, lowercased: OpenClaw's two regexes,
+/// `/unknown tool[:\s]+["']?([a-z0-9_.-]+)["']?/i`, else
+/// `/tool\s+["']?([a-z0-9_.-]+)["']?\s+(?:not found|is not available)/i`.
+pub fn unknown_tool_name(text: &str) -> Option<String> {
+    let starts = |pattern: &'static str| {
+        text.char_indices()
+            .map(|(i, _)| i)
+            .filter(move |&i| starts_with_ci(text, i, pattern))
+    };
+    for i in starts("unknown tool") {
+        let (at, separators) = skip_while(text, i + "unknown tool".len(), |c| c == ':' || is_js_space(c));
+        if separators == 0 {
+            continue;
+        }
+        let name_start = skip_quote(text, at);
+        let (name_end, n) = skip_while(text, name_start, is_name_char);
+        if n > 0 {
+            return text.get(name_start..name_end).map(str::to_ascii_lowercase);
+        }
+    }
+    for i in starts("tool") {
+        let (at, spaces) = skip_while(text, i + "tool".len(), is_js_space);
+        if spaces == 0 {
+            continue;
+        }
+        let name_start = skip_quote(text, at);
+        let (name_end, n) = skip_while(text, name_start, is_name_char);
+        if n == 0 {
+            continue;
+        }
+        let (tail, spaces) = skip_while(text, skip_quote(text, name_end), is_js_space);
+        if spaces > 0 && (starts_with_ci(text, tail, "not found") || starts_with_ci(text, tail, "is not available")) {
+            return text.get(name_start..name_end).map(str::to_ascii_lowercase);
+        }
+    }
+    None
+}
+
+/// Digest of the `text` of every content entry with string `type` and `text`, joined by
+/// newlines and trimmed (JavaScript whitespace). The usual single part is hashed in place.
+fn content_text_digest<'py>(result: &Bound<'py, PyDict>) -> u64 {
+    let py = result.py();
+    let Some(content) = result.get_item(intern!(py, "content")).ok().flatten() else {
+        return fp::hash_str(b"");
+    };
+    let mut first: Option<Bound<'py, PyString>> = None;
+    let mut joined: Option<String> = None;
+    let mut add = |entry: Bound<'py, PyAny>| {
+        let Ok(entry) = entry.cast::<PyDict>() else {
+            return;
+        };
+        let typed = entry
+            .get_item(intern!(py, "type"))
+            .ok()
+            .flatten()
+            .is_some_and(|kind| kind.is_instance_of::<PyString>());
+        let Some(part) = entry.get_item(intern!(py, "text")).ok().flatten() else {
+            return;
+        };
+        let Ok(part) = part.cast_into::<PyString>() else {
+            return;
+        };
+        if !typed {
+            return;
+        }
+        match (&first, &mut joined) {
+            (None, _) => first = Some(part),
+            (Some(head), None) => {
+                let mut text = head.to_string_lossy().into_owned();
+                text.push('\n');
+                text.push_str(&part.to_string_lossy());
+                joined = Some(text);
+            }
+            (Some(_), Some(text)) => {
+                text.push('\n');
+                text.push_str(&part.to_string_lossy());
+            }
+        }
+    };
+    if let Ok(list) = content.cast::<PyList>() {
+        list.iter().for_each(&mut add);
+    } else if let Ok(tuple) = content.cast::<PyTuple>() {
+        tuple.iter().for_each(&mut add);
+    }
+    let digest = |text: &str| fp::hash_str(text.trim_matches(is_js_space).as_bytes());
+    match (joined, first) {
+        (Some(text), _) => digest(&text),
+        (None, Some(part)) => digest(&part.to_string_lossy()),
+        (None, None) => digest(""),
+    }
+}
+
+fn key_digest(name: &str) -> u64 {
+    fp::hash_str(name.as_bytes())
+}
+
+/// (key digest, value digest) of `details[key]`; a missing key is null, as OpenClaw's `?? null`.
+fn field_entry(details: Option<&Bound<'_, PyAny>>, key: &Bound<'_, PyString>) -> (u64, u64) {
+    let value = field(details, key).map_or_else(hash_none, |v| fingerprint(&v));
+    (fingerprint_str(key), value)
+}
+
+fn str_eq(value: Option<&Bound<'_, PyAny>>, expected: &str) -> bool {
+    value
+        .and_then(|v| {
+            v.cast::<PyString>()
+                .ok()
+                .and_then(|s| s.to_str().ok().map(|s| s == expected))
+        })
+        .unwrap_or(false)
+}
+
+fn is_volatile(rules: Option<&Rules>, key: &Bound<'_, PyAny>) -> bool {
+    let Ok(key) = key.cast::<PyString>() else {
+        return false;
+    };
+    let Ok(key) = key.to_str() else {
+        return false;
+    };
+    VOLATILE_KEYS.contains(&key) || rules.is_some_and(|r| r.volatile_keys.contains(key))
+}
+
+/// The outcome of a finished call as digests (`None`: nothing to record), plus the unknown
+/// tool name its error text names.
+struct Normalised {
+    outcome: Option<Outcome>,
+    unknown_name: Option<Py<PyString>>,
+    is_error: bool,
+}
+
+fn error_text(error: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(text) = error.cast::<PyString>() {
+        return Ok(text.to_string_lossy().into_owned());
+    }
+    if error.is_instance_of::<PyBaseException>() {
+        // str() of an exception can itself raise: fall back to its type name.
+        return Ok(error
+            .str()
+            .map_or_else(|_| type_name(error), |s| s.to_string_lossy().into_owned()));
+    }
+    Err(PyTypeError::new_err(format!(
+        "error must be an exception, a str or None, got {}",
+        type_name(error)
+    )))
+}
+
+fn normalise(
+    rules: Option<&Rules>,
+    call: &Call<'_>,
+    result: Option<&Bound<'_, PyAny>>,
+    error: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Normalised> {
+    let py = call.tool.py();
+    if let Some(error) = error.filter(|e| !e.is_none()) {
+        let text = error_text(error)?;
+        let name = unknown_tool_name(&text);
+        let unknown = name.as_deref().map(|n| fp::hash_str(n.as_bytes()));
+        return Ok(Normalised {
+            outcome: Some(Outcome {
+                result: fp::hash_error(text.as_bytes()),
+                unknown,
+            }),
+            unknown_name: name.map(|n| PyString::new(py, &n).unbind()),
+            is_error: true,
+        });
+    }
+    let hashed = |result: Option<u64>| -> PyResult<Normalised> {
+        Ok(Normalised {
+            outcome: result.map(|result| Outcome { result, unknown: None }),
+            unknown_name: None,
+            is_error: false,
+        })
+    };
+    let Some(result) = result.filter(|r| !r.is_none()) else {
+        return hashed(None);
+    };
+    let Ok(dict) = result.cast::<PyDict>() else {
+        return match custom_normaliser(rules, call)? {
+            Some(normaliser) => hashed(Some(fingerprint(&normaliser.call1((result, params_or_none(call)))?))),
+            None => hashed(Some(fingerprint(result))),
+        };
+    };
+    let details_any = dict.get_item(intern!(py, "details")).ok().flatten();
+    let details = details_any.as_ref().filter(|d| d.is_instance_of::<PyDict>());
+    let status = field(details, intern!(py, "status"));
+    if str_eq(status.as_ref(), "blocked") && str_eq(field(details, intern!(py, "deniedReason")).as_ref(), "tool-loop") {
+        return hashed(None);
+    }
+    if let Some(normaliser) = custom_normaliser(rules, call)? {
+        return hashed(Some(fingerprint(&normaliser.call1((result, params_or_none(call)))?)));
+    }
+    let tool = call.tool.to_str()?;
+    let status_str = status.and_then(|s| s.cast_into::<PyString>().ok());
+    let f = |key: &Bound<'_, PyString>| field_entry(details, key);
+    if tool == "exec" {
+        match as_str(&status_str) {
+            Some("running") => return hashed(Some(hash_fields(&[f(intern!(py, "status")), f(intern!(py, "tail"))]))),
+            Some("completed" | "failed") => {
+                let aggregated = field(details, intern!(py, "aggregated"));
+                let output = match aggregated.as_ref().and_then(|a| a.cast::<PyString>().ok()) {
+                    Some(agg) if agg.to_str().is_ok_and(|s| !s.is_empty()) => fingerprint_str(agg),
+                    _ => content_text_digest(dict),
+                };
+                return hashed(Some(hash_fields(&[
+                    f(intern!(py, "status")),
+                    f(intern!(py, "exitCode")),
+                    f(intern!(py, "timedOut")),
+                    (key_digest("output"), output),
+                ])));
+            }
+            Some("approval-pending" | "approval-unavailable") => {
+                return hashed(Some(hash_fields(&[
+                    f(intern!(py, "status")),
+                    f(intern!(py, "reason")),
+                    f(intern!(py, "host")),
+                    f(intern!(py, "command")),
+                    f(intern!(py, "warningText")),
+                ])));
+            }
+            _ => {}
+        }
+    }
+    // Only `process` and `message` results depend on the action.
+    let action = || str_field(call.params.as_ref(), intern!(py, "action"));
+    if tool == "process" {
+        let text = || (key_digest("text"), content_text_digest(dict));
+        let action_field = |a: &str| (key_digest("action"), fp::hash_str(a.as_bytes()));
+        match as_str(&action()) {
+            Some("poll") => {
+                return hashed(Some(hash_fields(&[
+                    action_field("poll"),
+                    f(intern!(py, "status")),
+                    f(intern!(py, "exitCode")),
+                    f(intern!(py, "exitSignal")),
+                    f(intern!(py, "aggregated")),
+                    text(),
+                ])));
+            }
+            Some("log") => {
+                return hashed(Some(hash_fields(&[
+                    action_field("log"),
+                    f(intern!(py, "status")),
+                    f(intern!(py, "totalLines")),
+                    f(intern!(py, "totalChars")),
+                    f(intern!(py, "truncated")),
+                    f(intern!(py, "exitCode")),
+                    f(intern!(py, "exitSignal")),
+                    text(),
+                ])));
+            }
+            _ => {}
+        }
+    }
+    let send_like = match tool {
+        "sessions_send" => true,
+        "message" => as_str(&action()).is_some_and(|a| SEND_ACTIONS.contains(&a)),
+        _ => match rules.and_then(|r| r.send_like.as_ref()) {
+            Some(predicate) => predicate
+                .bind(py)
+                .call1((&call.tool, params_or_none(call)))?
+                .is_truthy()?,
+            None => false,
+        },
+    };
+    let details_digest = |skip: bool| match details {
+        None => hash_fields(&[]),
+        Some(d) if skip => fingerprint_skipping(d, Some(&|k: &Bound<'_, PyAny>| is_volatile(rules, k))),
+        Some(d) => fingerprint(d),
+    };
+    if send_like {
+        return hashed(Some(details_digest(true)));
+    }
+    hashed(Some(hash_fields(&[
+        (key_digest("details"), details_digest(false)),
+        (key_digest("text"), content_text_digest(dict)),
+    ])))
+}
+
+fn params_or_none<'py>(call: &Call<'py>) -> Bound<'py, PyAny> {
+    call.params
+        .clone()
+        .unwrap_or_else(|| call.tool.py().None().into_bound(call.tool.py()))
+}
+
+fn custom_normaliser<'py>(rules: Option<&Rules>, call: &Call<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let Some(rules) = rules.filter(|r| !r.normalisers.is_empty()) else {
+        return Ok(None);
+    };
+    Ok(rules
+        .normalisers
+        .get(call.tool.to_str()?)
+        .map(|n| n.bind(call.tool.py()).clone()))
+}
+
+// ---------------------------------------------------------------------------------------
+// ToolLoopEngine
+// ---------------------------------------------------------------------------------------
+
+/// Names kept beside a record's digests, for messages and `paired_tool_name`.
+struct Names {
+    tool: Py<PyString>,
+    unknown: Option<Py<PyString>>,
+}
+
+/// The parts of a finding that need the history's names, read under the lock.
+struct FindingNames {
+    finding: Finding,
+    source_tool: Option<Py<PyString>>,
+    source_unknown: Option<Py<PyString>>,
+}
+
+#[pyclass(module = "doomloop._core", subclass, frozen)]
+pub struct ToolLoopEngine {
+    state: Mutex<ToolLoopSession<Names>>,
+    rules: Option<Box<Rules>>,
+}
+
+fn positive_u32(value: u64, name: &str) -> PyResult<u32> {
+    match u32::try_from(value) {
+        Ok(v) if v >= 1 => Ok(v),
+        _ => Err(PyValueError::new_err(format!(
+            "{name} must be an int in 1..=4294967295, got {value}"
+        ))),
+    }
+}
+
+impl ToolLoopEngine {
+    fn lock(&self) -> MutexGuard<'_, ToolLoopSession<Names>> {
+        // No code path panics while holding the lock; recover the data if one ever did.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn rules(&self) -> Option<&Rules> {
+        self.rules.as_deref()
+    }
+
+    fn names_of(session: &ToolLoopSession<Names>, py: Python<'_>, finding: Finding) -> FindingNames {
+        let source = finding.source_back.and_then(|back| session.record(back));
+        FindingNames {
+            finding,
+            source_tool: source.map(|r| r.payload.tool.clone_ref(py)),
+            source_unknown: source.and_then(|r| r.payload.unknown.as_ref().map(|u| u.clone_ref(py))),
+        }
+    }
+}
+
+fn verdict_of(py: Python<'_>, call: &Call<'_>, found: Option<FindingNames>) -> PyResult<Py<LoopVerdict>> {
+    let Some(found) = found else {
+        return not_stuck(py);
+    };
+    let f = found.finding;
+    let tool = call.tool.to_str()?;
+    let critical = f.level == Level::Critical;
+    let count = f.count;
+    let identity = |tool: &str, args: u64| format!("{tool}:{args:016x}");
+    let a = identity(tool, call.key.args);
+    let (message, key) = match f.detector {
+        doomloop_engine::tool_loop::Detector::UnknownToolRepeat => {
+            let unknown = found
+                .source_unknown
+                .as_ref()
+                .map_or_else(|| tool.to_owned(), |u| u.bind(py).to_string());
+            (
+                format!(
+                    "CRITICAL: attempted unavailable tool {tool} {count} times. Stop retrying that missing tool and answer without it."
+                ),
+                format!("unknown-tool:{tool}:{unknown}"),
+            )
+        }
+        doomloop_engine::tool_loop::Detector::GlobalCircuitBreaker => (
+            format!(
+                "CRITICAL: {tool} has repeated identical no-progress outcomes {count} times. Session execution blocked by global circuit breaker to prevent runaway loops."
+            ),
+            format!("global:{tool}:{a}:{:016x}", f.result),
+        ),
+        doomloop_engine::tool_loop::Detector::KnownPollNoProgress => (
+            if critical {
+                format!(
+                    "CRITICAL: Called {tool} with identical arguments and no progress {count} times. This appears to be a stuck polling loop. Session execution blocked to prevent resource waste."
+                )
+            } else {
+                format!(
+                    "WARNING: You have called {tool} {count} times with identical arguments and no progress. Stop polling and either (1) increase wait time between checks, or (2) report the task as failed if the process is stuck."
+                )
+            },
+            format!("poll:{tool}:{a}:{:016x}", f.result),
+        ),
+        doomloop_engine::tool_loop::Detector::PingPong => {
+            let paired = found.source_tool.as_ref().map_or_else(String::new, |t| t.bind(py).to_string());
+            let b = identity(&paired, f.other);
+            let (lo, hi) = if a <= b { (&a, &b) } else { (&b, &a) };
+            (
+                if critical {
+                    format!(
+                        "CRITICAL: You are alternating between repeated tool-call patterns ({count} consecutive calls) with no progress. This appears to be a stuck ping-pong loop. Session execution blocked to prevent resource waste."
+                    )
+                } else {
+                    format!(
+                        "WARNING: You are alternating between repeated tool-call patterns ({count} consecutive calls). This looks like a ping-pong loop; stop retrying and report the task as failed."
+                    )
+                },
+                format!("pingpong:{lo}|{hi}"),
+            )
+        }
+        doomloop_engine::tool_loop::Detector::GenericRepeat => {
+            if critical {
+                (
+                    format!(
+                        "CRITICAL: Called {tool} with identical arguments and identical outcomes {count} times. Session execution blocked to prevent runaway loops."
+                    ),
+                    format!("generic:{tool}:{a}:{:016x}", f.result),
+                )
+            } else {
+                (
+                    format!(
+                        "WARNING: You have called {tool} {count} times with identical arguments. If this is not making progress, stop retrying and report the task as failed."
+                    ),
+                    format!("generic:{tool}:{a}"),
+                )
+            }
+        }
+    };
+    let paired_tool_name = match f.detector {
+        doomloop_engine::tool_loop::Detector::PingPong => found.source_tool,
+        _ => None,
+    };
+    Py::new(
+        py,
+        LoopVerdict {
+            stuck: true,
+            level: Some(if critical { "critical" } else { "warning" }),
+            detector: Some(f.detector.name()),
+            count,
+            message: Some(message),
+            warning_key: Some(key),
+            paired_tool_name,
+        },
+    )
+}
+
+fn blocked_result<'py>(py: Python<'py>, message: &str) -> PyResult<Bound<'py, PyDict>> {
+    let entry = PyDict::new(py);
+    entry.set_item("type", "text")?;
+    entry.set_item("text", message)?;
+    let details = PyDict::new(py);
+    details.set_item("status", "blocked")?;
+    details.set_item("deniedReason", "tool-loop")?;
+    details.set_item("reason", message)?;
+    let result = PyDict::new(py);
+    result.set_item("content", PyList::new(py, [entry])?)?;
+    result.set_item("details", details)?;
+    Ok(result)
+}
+
+#[pymethods]
+impl ToolLoopEngine {
+    /// Build from resolved settings (the Python subclass resolves and validates the config).
+    #[new]
+    #[pyo3(signature = (
+        *,
+        history_size,
+        warning_threshold,
+        critical_threshold,
+        unknown_tool_threshold,
+        global_circuit_breaker_threshold,
+        generic_repeat,
+        known_poll_no_progress,
+        ping_pong,
+        detect,
+        record_calls,
+        guard_enabled,
+        guard_window_size,
+        tool_aliases = None,
+        known_poll_tools = None,
+        volatile_keys = None,
+        normalisers = None,
+        send_like = None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        history_size: u64,
+        warning_threshold: u64,
+        critical_threshold: u64,
+        unknown_tool_threshold: u64,
+        global_circuit_breaker_threshold: u64,
+        generic_repeat: bool,
+        known_poll_no_progress: bool,
+        ping_pong: bool,
+        detect: bool,
+        record_calls: bool,
+        guard_enabled: bool,
+        guard_window_size: u64,
+        tool_aliases: Option<&Bound<'_, PyAny>>,
+        known_poll_tools: Option<&Bound<'_, PyAny>>,
+        volatile_keys: Option<&Bound<'_, PyAny>>,
+        normalisers: Option<&Bound<'_, PyAny>>,
+        send_like: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        if history_size == 0 || history_size > MAX_HISTORY_SIZE as u64 {
+            return Err(PyValueError::new_err(format!(
+                "history_size must be in 1..={MAX_HISTORY_SIZE}, got {history_size}"
+            )));
+        }
+        let guard_window = positive_u32(guard_window_size, "guard_window_size")?;
+        if guard_window > MAX_GUARD_WINDOW {
+            return Err(PyValueError::new_err(format!(
+                "guard_window_size must be in 1..={MAX_GUARD_WINDOW}, got {guard_window}"
+            )));
+        }
+        let config = LoopConfig {
+            history_size: history_size as usize,
+            warning: positive_u32(warning_threshold, "warning_threshold")?,
+            critical: positive_u32(critical_threshold, "critical_threshold")?,
+            unknown_tool: positive_u32(unknown_tool_threshold, "unknown_tool_threshold")?,
+            global: positive_u32(global_circuit_breaker_threshold, "global_circuit_breaker_threshold")?,
+            generic_repeat,
+            known_poll: known_poll_no_progress,
+            ping_pong,
+            detect,
+            record_calls,
+            guard_enabled,
+            guard_window,
+        };
+        Ok(ToolLoopEngine {
+            state: Mutex::new(ToolLoopSession::new(config)),
+            rules: Rules::from_options(tool_aliases, known_poll_tools, volatile_keys, normalisers, send_like)?,
+        })
+    }
+
+    /// The verdict for this call now, with no side effects.
+    #[pyo3(signature = (tool, params, *, run_id = None))]
+    fn check(
+        &self,
+        py: Python<'_>,
+        tool: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
+        run_id: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<LoopVerdict>> {
+        let call = parse_call(self.rules(), tool, params, run_id, None)?;
+        let found = {
+            let session = self.lock();
+            session.detect(&call.key).map(|f| Self::names_of(&session, py, f))
+        };
+        verdict_of(py, &call, found)
+    }
+
+    /// Append the call to the history without a result.
+    #[pyo3(signature = (tool, params, *, run_id = None, tool_call_id = None))]
+    fn record_call(
+        &self,
+        tool: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
+        run_id: Option<&Bound<'_, PyAny>>,
+        tool_call_id: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let call = parse_call(self.rules(), tool, params, run_id, tool_call_id)?;
+        let names = Names {
+            tool: call.tool.clone().unbind(),
+            unknown: None,
+        };
+        self.lock().record_call(&call.key, call.call_id, names);
+        Ok(())
+    }
+
+    /// Record a finished call's outcome (not fed to the guard; see `after_tool_call`).
+    #[pyo3(signature = (tool, params, *, result = None, error = None, run_id = None, tool_call_id = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn record_outcome(
+        &self,
+        py: Python<'_>,
+        tool: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
+        result: Option<&Bound<'_, PyAny>>,
+        error: Option<&Bound<'_, PyAny>>,
+        run_id: Option<&Bound<'_, PyAny>>,
+        tool_call_id: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<ToolOutcome>> {
+        let call = parse_call(self.rules(), tool, params, run_id, tool_call_id)?;
+        let normalised = normalise(self.rules(), &call, result, error)?;
+        if let Some(outcome) = normalised.outcome {
+            let names = Names {
+                tool: call.tool.clone().unbind(),
+                unknown: normalised.unknown_name.as_ref().map(|n| n.clone_ref(py)),
+            };
+            self.lock().record_outcome(&call.key, call.call_id, outcome, names);
+        }
+        outcome_object(py, &call, normalised, None)
+    }
+
+    /// Detect, decide and record one call about to run (see the README for the steps).
+    #[pyo3(signature = (tool, params, *, run_id = None, tool_call_id = None))]
+    fn before_tool_call(
+        slf: &Bound<'_, Self>,
+        tool: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
+        run_id: Option<&Bound<'_, PyAny>>,
+        tool_call_id: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<ToolCallDecision>> {
+        let py = slf.py();
+        let engine = slf.get();
+        let call = parse_call(engine.rules(), tool, params, run_id, tool_call_id)?;
+        let names = Names {
+            tool: call.tool.clone().unbind(),
+            unknown: None,
+        };
+        let (decision, found): (Decision, Option<FindingNames>) = {
+            let mut session = engine.lock();
+            let decision = session.before_call(&call.key, call.call_id, names);
+            let found = decision.finding.map(|f| Self::names_of(&session, py, f));
+            (decision, found)
+        };
+        if found.is_none() {
+            return allow(py);
+        }
+        let verdict = verdict_of(py, &call, found)?;
+        let blocked = if decision.blocked {
+            let message = verdict.get().message.clone().unwrap_or_default();
+            Some(blocked_result(py, &message)?.unbind())
+        } else {
+            None
+        };
+        let decision = Py::new(
+            py,
+            ToolCallDecision {
+                verdict,
+                blocked: decision.blocked,
+                emit_warning: decision.emit_warning,
+                blocked_result: blocked,
+            },
+        )?;
+        let d = decision.get();
+        if d.blocked || d.emit_warning {
+            slf.call_method1("_on_loop", (decision.clone_ref(py),))?;
+        }
+        Ok(decision)
+    }
+
+    /// Record a finished call's outcome and feed it to the post-compaction guard.
+    #[pyo3(signature = (tool, params, *, result = None, error = None, run_id = None, tool_call_id = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn after_tool_call(
+        slf: &Bound<'_, Self>,
+        tool: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
+        result: Option<&Bound<'_, PyAny>>,
+        error: Option<&Bound<'_, PyAny>>,
+        run_id: Option<&Bound<'_, PyAny>>,
+        tool_call_id: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<ToolOutcome>> {
+        let py = slf.py();
+        let engine = slf.get();
+        let call = parse_call(engine.rules(), tool, params, run_id, tool_call_id)?;
+        let normalised = normalise(engine.rules(), &call, result, error)?;
+        let names = Names {
+            tool: call.tool.clone().unbind(),
+            unknown: normalised.unknown_name.as_ref().map(|n| n.clone_ref(py)),
+        };
+        let verdict = engine
+            .lock()
+            .after_call(&call.key, call.call_id, normalised.outcome, names);
+        let guard = verdict.map(|v| guard_verdict(py, v, &call.tool)).transpose()?;
+        let abort = guard.as_ref().is_some_and(|g| g.get().should_abort);
+        let outcome = outcome_object(py, &call, normalised, guard)?;
+        if abort {
+            slf.call_method1("_on_compaction_loop", (outcome.clone_ref(py),))?;
+        }
+        Ok(outcome)
+    }
+
+    /// Arm the post-compaction guard; returns the attempts armed for (0: guard disabled).
+    fn _arm(&self) -> u32 {
+        self.lock().arm_guard()
+    }
+
+    /// Hook called (lock released) when a call is blocked or a warning is emitted.
+    fn _on_loop(&self, decision: &Bound<'_, PyAny>) {
+        let _ = decision;
+    }
+
+    /// Hook called (lock released) when the guard says abort.
+    fn _on_compaction_loop(&self, outcome: &Bound<'_, PyAny>) {
+        let _ = outcome;
+    }
+
+    /// Records in the history now.
+    #[getter]
+    fn history_len(&self) -> usize {
+        self.lock().history_len()
+    }
+
+    /// Warning keys remembered now (at most 256).
+    #[getter]
+    fn _warning_keys(&self) -> usize {
+        self.lock().warning_keys()
+    }
+
+    /// Guard attempts left in the armed window (0: not armed).
+    #[getter]
+    fn guard_remaining(&self) -> u32 {
+        self.lock().guard().remaining()
+    }
+
+    /// Bytes this detector's Rust state holds outside the Python object (history ring,
+    /// warning buckets, guard window, extension rules).
+    fn _state_size(&self) -> usize {
+        self.lock().heap_bytes() + self.rules.as_ref().map_or(0, |r| r.heap_bytes())
+    }
+}
+
+fn outcome_object(
+    py: Python<'_>,
+    call: &Call<'_>,
+    normalised: Normalised,
+    guard: Option<Py<GuardVerdict>>,
+) -> PyResult<Py<ToolOutcome>> {
+    Py::new(
+        py,
+        ToolOutcome {
+            tool: call.tool.clone().unbind(),
+            args_hash: call.key.args,
+            result_hash: normalised.outcome.map(|o| o.result),
+            is_error: normalised.is_error,
+            unknown_tool_name: normalised.unknown_name,
+            guard,
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Standalone guard and hashing helper
+// ---------------------------------------------------------------------------------------
+
+/// The post-compaction guard on its own (the Rust half of `doomloop.PostCompactionGuard`).
+#[pyclass(module = "doomloop._core", subclass, frozen)]
+pub struct GuardEngine {
+    guard: Mutex<CompactionGuard>,
+}
+
+impl GuardEngine {
+    fn lock(&self) -> MutexGuard<'_, CompactionGuard> {
+        self.guard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[pymethods]
+impl GuardEngine {
+    #[new]
+    #[pyo3(signature = (window_size = 3))]
+    fn new(window_size: u64) -> PyResult<Self> {
+        let window = positive_u32(window_size, "window_size")?;
+        if window > MAX_GUARD_WINDOW {
+            return Err(PyValueError::new_err(format!(
+                "window_size must be in 1..={MAX_GUARD_WINDOW}, got {window}"
+            )));
+        }
+        Ok(GuardEngine {
+            guard: Mutex::new(CompactionGuard::new(window)),
+        })
+    }
+
+    /// Observe a finished call (hashed like the detector does). `None` when the outcome has
+    /// no result hash (no result, or a loop veto).
+    #[pyo3(signature = (tool, params, *, result = None, error = None))]
+    fn observe(
+        &self,
+        py: Python<'_>,
+        tool: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
+        result: Option<&Bound<'_, PyAny>>,
+        error: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Py<GuardVerdict>>> {
+        let call = parse_call(None, tool, params, None, None)?;
+        let Some(outcome) = normalise(None, &call, result, error)?.outcome else {
+            return Ok(None);
+        };
+        let verdict = self.lock().observe(call.key.tool, call.key.args, outcome.result);
+        guard_verdict(py, verdict, &call.tool).map(Some)
+    }
+
+    /// Observe an outcome given as hashes (`args_hash`/`result_hash` as on `ToolOutcome`).
+    #[pyo3(signature = (tool, args_hash, result_hash))]
+    fn observe_hashes(
+        &self,
+        py: Python<'_>,
+        tool: &Bound<'_, PyAny>,
+        args_hash: u64,
+        result_hash: u64,
+    ) -> PyResult<Py<GuardVerdict>> {
+        let tool = tool
+            .cast::<PyString>()
+            .map_err(|_| PyTypeError::new_err(format!("tool must be a str, got {}", type_name(tool))))?;
+        let verdict = self.lock().observe(fingerprint_str(tool), args_hash, result_hash);
+        guard_verdict(py, verdict, tool)
+    }
+
+    fn _arm(&self) -> u32 {
+        self.lock().arm()
+    }
+
+    #[getter]
+    fn window_size(&self) -> u32 {
+        self.lock().window_size()
+    }
+
+    /// Attempts left in the armed window (0: not armed).
+    #[getter]
+    fn remaining(&self) -> u32 {
+        self.lock().remaining()
+    }
+}
+
+/// The result hash a detector records for this outcome (`None`: nothing recorded), with the
+/// built-in normalisation rules.
+#[pyfunction]
+#[pyo3(signature = (tool, params, *, result = None, error = None))]
+pub fn tool_result_hash(
+    tool: &Bound<'_, PyAny>,
+    params: &Bound<'_, PyAny>,
+    result: Option<&Bound<'_, PyAny>>,
+    error: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<u64>> {
+    let call = parse_call(None, tool, params, None, None)?;
+    Ok(normalise(None, &call, result, error)?.outcome.map(|o| o.result))
+}

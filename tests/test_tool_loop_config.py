@@ -1,0 +1,175 @@
+"""LoopDetectionConfig: OpenClaw parsing (strict and lenient), agent ids, per-agent merging."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict
+
+import pytest
+
+from doomloop import ConfigError, LoopDetectionConfig, ToolLoopDetector, normalize_agent_id, resolve_openclaw_block
+
+
+@pytest.mark.parametrize(
+    "raw, normalised",
+    [
+        ("Safe Runner", "safe-runner"),
+        ("  X  ", "x"),
+        ("a__b-c", "a__b-c"),
+        ("A..B", "a-b"),
+        ("!!!", "main"),
+        ("", "main"),
+        (None, "main"),
+        ("--x--", "x"),
+    ],
+)
+def test_normalize_agent_id(raw: Any, normalised: str) -> None:
+    assert normalize_agent_id(raw) == normalised
+
+
+def test_normalize_agent_id_rejects_non_strings() -> None:
+    with pytest.raises(TypeError, match="agent_id"):
+        normalize_agent_id(3)  # type: ignore[arg-type]
+
+
+WHOLE: Dict[str, Any] = {
+    "tools": {"loopDetection": {"enabled": True, "warningThreshold": 5, "detectors": {"pingPong": False}}},
+    "agents": {
+        "list": [
+            {"id": "Safe Runner", "tools": {"loopDetection": {"criticalThreshold": 16, "detectors": {"genericRepeat": False}}}},
+            {"id": "plain"},
+        ]
+    },
+}
+
+
+def test_from_openclaw_merges_the_agent_block() -> None:
+    config = LoopDetectionConfig.from_openclaw(WHOLE, agent_id="safe runner")
+    assert config.enabled is True
+    assert (config.warning_threshold, config.critical_threshold) == (5, 16)
+    assert (config.generic_repeat, config.ping_pong, config.known_poll_no_progress) == (False, False, True)
+    # An agent without a block gets the global one.
+    assert LoopDetectionConfig.from_openclaw(WHOLE, agent_id="plain").critical_threshold == 20
+    # Just the block works too.
+    assert LoopDetectionConfig.from_openclaw({"enabled": True, "historySize": 12}).history_size == 12
+
+
+def test_openclaw_defaults() -> None:
+    assert LoopDetectionConfig.from_openclaw(None) == LoopDetectionConfig(enabled=None)
+    assert LoopDetectionConfig.from_openclaw({}) == LoopDetectionConfig(enabled=None)
+    assert resolve_openclaw_block({}) is None
+    assert LoopDetectionConfig().enabled is True
+
+
+@pytest.mark.parametrize(
+    "cfg, path",
+    [
+        ({"tools": {"loopDetection": {"bogus": 1}}}, "tools.loopDetection.bogus"),
+        ({"warningThreshold": 0}, "tools.loopDetection.warningThreshold"),
+        ({"warningThreshold": "5"}, "tools.loopDetection.warningThreshold"),
+        ({"historySize": True}, "tools.loopDetection.historySize"),
+        ({"historySize": 2.5}, "tools.loopDetection.historySize"),
+        ({"historySize": 10**9}, "tools.loopDetection.historySize"),
+        ({"enabled": "yes"}, "tools.loopDetection.enabled"),
+        ({"warningThreshold": 20, "criticalThreshold": 20}, "tools.loopDetection.criticalThreshold"),
+        ({"criticalThreshold": 30, "globalCircuitBreakerThreshold": 25}, "tools.loopDetection.globalCircuitBreakerThreshold"),
+        ({"detectors": {"pingpong": True}}, "tools.loopDetection.detectors.pingpong"),
+        ({"detectors": {"pingPong": "off"}}, "tools.loopDetection.detectors.pingPong"),
+        ({"detectors": []}, "tools.loopDetection.detectors"),
+        ({"postCompactionGuard": {"windowSize": 0}}, "tools.loopDetection.postCompactionGuard.windowSize"),
+        ({"postCompactionGuard": {"size": 3}}, "tools.loopDetection.postCompactionGuard.size"),
+        ({"tools": {"loopDetection": []}}, "tools.loopDetection"),
+        (
+            {"agents": {"list": [{"id": "a", "tools": {"loopDetection": {"unknownToolThreshold": -1}}}]}},
+            "agents.list[0].tools.loopDetection.unknownToolThreshold",
+        ),
+        ({"agents": {"list": "x"}}, "agents.list"),
+    ],
+)
+def test_strict_errors_name_the_key_path(cfg: Dict[str, Any], path: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        LoopDetectionConfig.from_openclaw(cfg, strict=True)
+    assert caught.value.path == path
+    assert path in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_strict_accepts_integral_json_numbers() -> None:
+    assert LoopDetectionConfig.from_openclaw({"historySize": 12.0}).history_size == 12
+
+
+def test_lenient_falls_back_to_defaults_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    cfg = {
+        "enabled": True,
+        "warningThreshold": 0,
+        "criticalThreshold": "x",
+        "historySize": 10**9,
+        "bogus": 1,
+        "detectors": {"pingPong": "no"},
+        "postCompactionGuard": {"windowSize": -2},
+    }
+    with caplog.at_level(logging.WARNING, logger="doomloop"):
+        config = LoopDetectionConfig.from_openclaw(cfg, strict=False)
+    assert config.enabled is True
+    assert (config.warning_threshold, config.critical_threshold) == (10, 20)
+    assert config.ping_pong is True
+    assert config.post_compaction_window_size == 3
+    assert config.history_size == 10_000
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    for key in ("warningThreshold", "criticalThreshold", "historySize", "bogus", "pingPong", "windowSize"):
+        assert key in text
+
+
+def test_lenient_enabled_that_is_not_a_bool_is_unset() -> None:
+    config = LoopDetectionConfig.from_openclaw({"enabled": "yes"}, strict=False)
+    assert config.enabled is None
+    detector = ToolLoopDetector(config)
+    assert detector.arm_post_compaction() == 3  # the guard stays on; detection stays off
+
+
+def test_runtime_orders_thresholds_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    config = LoopDetectionConfig(warning_threshold=5, critical_threshold=4, global_circuit_breaker_threshold=3)
+    with caplog.at_level(logging.WARNING, logger="doomloop"):
+        settings = config.engine_settings()
+    assert (settings["warning_threshold"], settings["critical_threshold"], settings["global_circuit_breaker_threshold"]) == (5, 6, 7)
+    assert len(caplog.records) == 2
+    # Detection stays on: blocked at the raised critical threshold.
+    detector = ToolLoopDetector(config)
+    decisions = []
+    for _ in range(8):
+        decision = detector.before_tool_call("read", {"p": 1})
+        decisions.append(decision)
+        if not decision.blocked:
+            detector.after_tool_call("read", {"p": 1}, result="same")
+    assert [d.blocked for d in decisions] == [False] * 6 + [True, True]
+    assert (decisions[6].verdict.detector, decisions[6].verdict.count) == ("generic_repeat", 6)
+
+
+@pytest.mark.parametrize(
+    "field, value, error",
+    [
+        ("warning_threshold", 0, ValueError),
+        ("history_size", "30", TypeError),
+        ("history_size", 10**6, ValueError),
+        ("ping_pong", 1, TypeError),
+        ("enabled", "yes", TypeError),
+        ("post_compaction_window_size", 10**6, ValueError),
+    ],
+)
+def test_native_config_validation(field: str, value: Any, error: type) -> None:
+    with pytest.raises(error, match=field):
+        LoopDetectionConfig(**{field: value})
+
+
+def test_to_openclaw_round_trips() -> None:
+    config = LoopDetectionConfig(warning_threshold=4, critical_threshold=9, ping_pong=False)
+    assert LoopDetectionConfig.from_openclaw(config.to_openclaw()) == config
+    unset = LoopDetectionConfig(enabled=None)
+    assert "enabled" not in unset.to_openclaw()
+    assert LoopDetectionConfig.from_openclaw(unset.to_openclaw()) == unset
+
+
+def test_detector_from_whole_config_and_agent() -> None:
+    detector = ToolLoopDetector.from_openclaw(WHOLE, agent_id="Safe Runner")
+    assert detector.config.critical_threshold == 16
+    assert detector.config.generic_repeat is False

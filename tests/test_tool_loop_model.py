@@ -1,0 +1,201 @@
+"""Property test: the Rust detector against a small pure-Python model of the spec's rules
+(history, run scoping, the five detectors, veto stickiness, warning buckets, the guard) on
+random call sequences."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from doomloop import ToolLoopDetector
+
+Verdict = Optional[Tuple[str, str, int, Optional[str]]]  # level, detector, count, paired tool
+
+
+class Model:
+    """The rules of the tool-loop spec, written out plainly (records are dicts)."""
+
+    def __init__(self, cfg: Dict[str, int]) -> None:
+        self.cfg = dict(cfg)
+        if self.cfg["critical"] <= self.cfg["warning"]:
+            self.cfg["critical"] = self.cfg["warning"] + 1
+        if self.cfg["global"] <= self.cfg["critical"]:
+            self.cfg["global"] = self.cfg["critical"] + 1
+        self.history: List[Dict[str, Any]] = []
+        self.buckets: Dict[Any, int] = {}
+        self.remaining = 0
+        self.window: List[Any] = []
+
+    def detect(self, tool: str, args: Any, run: Optional[str], poll: bool) -> Tuple[Verdict, Any]:
+        c = self.cfg
+        h = [r for r in self.history if r["run"] == run]
+        ident = (tool, args)
+        # 1. unknown tool
+        n, name = 0, None
+        for r in reversed(h):
+            if r["tool"] != tool or r["unknown"] is None or (name is not None and r["unknown"] != name):
+                break
+            name = r["unknown"]
+            n += 1
+        if n >= c["unknown"]:
+            return ("critical", "unknown_tool_repeat", n, None), ("u", tool, name)
+        # streak and recent
+        streak, latest = 0, None
+        for r in reversed(h):
+            if r["id"] != ident or r["result"] is None:
+                continue
+            if latest is None:
+                latest, streak = r["result"], 1
+            elif r["result"] == latest:
+                streak += 1
+            else:
+                break
+        recent = sum(1 for r in h if r["id"] == ident)
+        if streak >= c["global"]:
+            return ("critical", "global_circuit_breaker", streak, None), None
+        if poll:
+            if streak >= c["critical"]:
+                return ("critical", "known_poll_no_progress", streak, None), None
+            if streak >= c["warning"]:
+                return ("warning", "known_poll_no_progress", streak, None), ("p", ident, latest)
+        # ping-pong
+        if h:
+            last = h[-1]
+            other = next((r["id"] for r in reversed(h[:-1]) if r["id"] != last["id"]), None)
+            tail = 0
+            for r in reversed(h):
+                if r["id"] != (last["id"] if tail % 2 == 0 else other):
+                    break
+                tail += 1
+            if other is not None and tail >= 2 and ident == other:
+                sides: Dict[Any, Any] = {}
+                evidence = True
+                for r in h[len(h) - tail :]:
+                    if r["result"] is None or sides.setdefault(r["id"], r["result"]) != r["result"]:
+                        evidence = False
+                evidence = evidence and len(sides) == 2
+                count = tail + 1
+                key = ("q", tuple(sorted([repr(ident), repr(last["id"])])))
+                if count >= c["critical"] and evidence:
+                    return ("critical", "ping_pong", count, last["tool"]), key
+                if count >= c["warning"]:
+                    return ("warning", "ping_pong", count, last["tool"]), key
+        if not poll:
+            if streak >= c["critical"]:
+                return ("critical", "generic_repeat", streak, None), None
+            if recent >= c["warning"]:
+                return ("warning", "generic_repeat", recent, None), ("g", ident)
+        return None, None
+
+    def trim(self) -> None:
+        del self.history[: max(0, len(self.history) - self.cfg["history"])]
+
+    def call(self, tool: str, args: Any, run: Optional[str], poll: bool, result: Any, unknown: Optional[str]) -> Tuple[Verdict, bool, bool, Optional[bool]]:
+        verdict, key = self.detect(tool, args, run, poll)
+        if verdict is not None and verdict[0] == "critical":
+            return verdict, True, False, None
+        emitted = False
+        if verdict is not None:
+            bucket_key = (run, key)
+            bucket = verdict[2] // 10
+            if bucket_key not in self.buckets:
+                emitted = True
+                self.buckets[bucket_key] = bucket
+                if len(self.buckets) > 256:
+                    del self.buckets[next(iter(self.buckets))]
+            elif bucket > self.buckets[bucket_key]:
+                emitted = True
+                self.buckets[bucket_key] = bucket
+        ident = (tool, args)
+        self.history.append({"tool": tool, "id": ident, "run": run, "result": None, "unknown": None})
+        self.trim()
+        if result is None:
+            return verdict, False, emitted, None
+        for r in reversed(self.history):
+            if r["result"] is None and r["run"] == run and r["id"] == ident:
+                r["result"], r["unknown"] = result, unknown
+                break
+        else:
+            self.history.append({"tool": tool, "id": ident, "run": run, "result": result, "unknown": unknown})
+            self.trim()
+        abort = False
+        if self.remaining > 0:
+            self.remaining -= 1
+            self.window.append((ident, result))
+            abort = self.window.count((ident, result)) >= self.cfg["window"]
+        return verdict, False, emitted, abort
+
+    def arm(self) -> None:
+        self.remaining = self.cfg["window"]
+        self.window = []
+
+
+TOOLS = ["read", "list", "process", "deploy"]
+
+call_step = st.tuples(
+    st.sampled_from(TOOLS),
+    st.integers(0, 2),  # params variant
+    st.sampled_from([None, "r1", "r2"]),
+    st.one_of(
+        st.tuples(st.just("result"), st.integers(0, 2)),
+        st.tuples(st.just("error"), st.sampled_from(["Unknown tool: deploy", "Unknown tool: other", "boom"])),
+        st.just(("none", 0)),
+    ),
+)
+step = st.one_of(call_step, st.just("arm"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cfg=st.fixed_dictionaries(
+        {
+            "history": st.integers(1, 12),
+            "warning": st.integers(1, 6),
+            "critical": st.integers(1, 8),
+            "global": st.integers(1, 10),
+            "unknown": st.integers(1, 4),
+            "window": st.integers(1, 3),
+        }
+    ),
+    steps=st.lists(step, max_size=60),
+)
+def test_engine_matches_the_model(cfg: Dict[str, int], steps: List[Any]) -> None:
+    model = Model(cfg)
+    detector = ToolLoopDetector(
+        history_size=cfg["history"],
+        warning_threshold=cfg["warning"],
+        critical_threshold=cfg["critical"],
+        global_circuit_breaker_threshold=cfg["global"],
+        unknown_tool_threshold=cfg["unknown"],
+        post_compaction_window_size=cfg["window"],
+    )
+    for index, item in enumerate(steps):
+        if item == "arm":
+            model.arm()
+            detector.arm_post_compaction()
+            continue
+        tool, variant, run_id, (kind, value) = item
+        params = {"action": ["poll", "log", "kill"][variant]} if tool == "process" else {"v": variant}
+        poll = tool == "process" and variant < 2
+        # Results: plain ints hash by value; errors hash apart from results.
+        model_result = None if kind == "none" else (kind, value)
+        unknown = None
+        if kind == "error":
+            unknown = value.split(": ")[1] if value.startswith("Unknown tool") else None
+        expected = model.call(tool, (tool, variant), run_id, poll, model_result, unknown)
+
+        decision = detector.before_tool_call(tool, params, run_id=run_id)
+        if decision.blocked:
+            outcome = detector.after_tool_call(tool, params, result=decision.blocked_result, run_id=run_id)
+        elif kind == "error":
+            outcome = detector.after_tool_call(tool, params, error=value, run_id=run_id)
+        else:
+            outcome = detector.after_tool_call(tool, params, result=None if kind == "none" else value, run_id=run_id)
+        v = decision.verdict
+        got_verdict = (v.level, v.detector, v.count, v.paired_tool_name) if v.stuck else None
+        guard = None if outcome.guard is None else outcome.guard.should_abort
+        got = (got_verdict, decision.blocked, decision.emit_warning, guard)
+        assert got == expected, f"step {index}: {item}"
+        assert detector.history_len == len(model.history), f"step {index}"
