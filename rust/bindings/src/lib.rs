@@ -5,6 +5,7 @@
 mod canonical;
 mod session;
 mod tool_loop;
+mod tool_results;
 
 use pyo3::prelude::*;
 

@@ -6,3 +6,4 @@ pub mod fingerprint;
 pub mod ring;
 pub mod session;
 pub mod tool_loop;
+pub mod unknown_tool;

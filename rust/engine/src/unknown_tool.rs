@@ -1,0 +1,113 @@
+//! The unknown tool an error message names, found as OpenClaw's two regexes find it, but
+//! written out by hand: no regex engine, linear in the text, JavaScript's whitespace rules.
+
+/// JavaScript's `\s` (what OpenClaw's regexes and `trim()` use).
+pub fn is_js_space(c: char) -> bool {
+    matches!(
+        c,
+        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}' | '\u{2028}' | '\u{2029}' | '\u{202f}' | '\u{205f}' | '\u{3000}' | '\u{feff}'
+    )
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')
+}
+
+fn starts_with_ci(text: &str, at: usize, pattern: &str) -> bool {
+    text.as_bytes()
+        .get(at..at + pattern.len())
+        .is_some_and(|s| s.eq_ignore_ascii_case(pattern.as_bytes()))
+}
+
+/// Skip chars matching `pred` from byte `at`; returns the new position and how many.
+fn skip_while(text: &str, at: usize, pred: impl Fn(char) -> bool) -> (usize, usize) {
+    let rest = text.get(at..).unwrap_or("");
+    let mut end = at;
+    let mut n = 0;
+    for c in rest.chars() {
+        if !pred(c) {
+            break;
+        }
+        end += c.len_utf8();
+        n += 1;
+    }
+    (end, n)
+}
+
+fn skip_quote(text: &str, at: usize) -> usize {
+    match text.as_bytes().get(at) {
+        Some(b'"' | b'\'') => at + 1,
+        _ => at,
+    }
+}
+
+/// The unknown tool an error text names, lowercased: OpenClaw's two regexes,
+/// `/unknown tool[:\s]+["']?([a-z0-9_.-]+)["']?/i`, else
+/// `/tool\s+["']?([a-z0-9_.-]+)["']?\s+(?:not found|is not available)/i`.
+pub fn unknown_tool_name(text: &str) -> Option<String> {
+    let starts = |pattern: &'static str| {
+        text.char_indices()
+            .map(|(i, _)| i)
+            .filter(move |&i| starts_with_ci(text, i, pattern))
+    };
+    for i in starts("unknown tool") {
+        let (at, separators) = skip_while(text, i + "unknown tool".len(), |c| c == ':' || is_js_space(c));
+        if separators == 0 {
+            continue;
+        }
+        let name_start = skip_quote(text, at);
+        let (name_end, n) = skip_while(text, name_start, is_name_char);
+        if n > 0 {
+            return text.get(name_start..name_end).map(str::to_ascii_lowercase);
+        }
+    }
+    for i in starts("tool") {
+        let (at, spaces) = skip_while(text, i + "tool".len(), is_js_space);
+        if spaces == 0 {
+            continue;
+        }
+        let name_start = skip_quote(text, at);
+        let (name_end, n) = skip_while(text, name_start, is_name_char);
+        if n == 0 {
+            continue;
+        }
+        let (tail, spaces) = skip_while(text, skip_quote(text, name_end), is_js_space);
+        if spaces > 0 && (starts_with_ci(text, tail, "not found") || starts_with_ci(text, tail, "is not available")) {
+            return text.get(name_start..name_end).map(str::to_ascii_lowercase);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unknown_tool_name;
+
+    #[test]
+    fn first_pattern_unknown_tool() {
+        assert_eq!(unknown_tool_name("Unknown tool: Foo_Bar"), Some("foo_bar".into()));
+        assert_eq!(unknown_tool_name("error: unknown tool \"web.search\" requested"), Some("web.search".into()));
+        assert_eq!(unknown_tool_name("unknown tool:\u{a0}'x-1'"), Some("x-1".into()));
+        // The separator is required, and so is a name.
+        assert_eq!(unknown_tool_name("unknown toolfoo"), None);
+        assert_eq!(unknown_tool_name("unknown tool: !!"), None);
+    }
+
+    #[test]
+    fn second_pattern_not_found_or_not_available() {
+        assert_eq!(unknown_tool_name("Tool grep not found"), Some("grep".into()));
+        assert_eq!(unknown_tool_name("tool 'Deploy' is not available"), Some("deploy".into()));
+        assert_eq!(unknown_tool_name("tool grep was found"), None);
+        assert_eq!(unknown_tool_name("toolgrep not found"), None);
+    }
+
+    #[test]
+    fn first_pattern_wins_and_odd_text_is_safe() {
+        assert_eq!(unknown_tool_name("tool a not found; unknown tool: b"), Some("b".into()));
+        assert_eq!(unknown_tool_name(""), None);
+        assert_eq!(unknown_tool_name("ünknown tool: ß tool"), None);
+        assert_eq!(unknown_tool_name("unknown tool: 漢字"), None);
+        assert_eq!(unknown_tool_name("tool"), None);
+    }
+}
