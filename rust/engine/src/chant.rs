@@ -1,0 +1,647 @@
+//! Content chanting: a streaming detector of output that repeats itself.
+//!
+//! The rule (mirrored by the pure-Python model in the tests):
+//!
+//! * Every position `i` ends a window: the last `window` symbols. Windows made only of
+//!   whitespace are skipped when `ignore_whitespace` is set.
+//! * Each distinct window content keeps its last *counted* occurrence, a chain gap and a
+//!   count. An occurrence less than one window after the last counted one is not counted (a
+//!   long divider line is one window repeated at every offset); one more than
+//!   `max_distance()` after it starts a new chain.
+//! * A counted occurrence extends the chain when its gap equals the chain's gap *and* the
+//!   text between occurrences is the same as last time (`gap + window` symbols ending at the
+//!   previous occurrence equal those ending here); otherwise it restarts a chain of two.
+//!   Identical gaps are what separate a chant from code that shares boilerplate.
+//! * A chain of `min_repeats` occurrences is chanting. The detector then latches until reset.
+//!
+//! Cost: O(1) amortised per symbol (one rolling-hash step and one bucket probe) and memory
+//! fixed by the configuration. Window and gap comparisons use a polynomial hash modulo
+//! 2^61 - 1 with a per-detector random base; before an alarm is raised the whole chained
+//! span is compared symbol by symbol, so a hash collision can only ever cost a missed
+//! link, never an alarm.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+
+/// Largest history (in symbols) a configuration may need; bounds memory per detector.
+pub const MAX_HISTORY: u64 = 1 << 21;
+
+const MODULUS: u64 = (1 << 61) - 1;
+const WAYS: usize = 4;
+const EMPTY: u64 = u64::MAX;
+
+/// One unit of the stream: a Unicode code point or a token id.
+pub trait Symbol: Copy + Eq + Default {
+    /// The symbol's value for hashing.
+    fn key(self) -> u64;
+    /// Whitespace, for `ignore_whitespace` (token ids never are).
+    fn is_blank(self) -> bool;
+}
+
+/// A Unicode code point (lone surrogates included, so any Python `str` can be fed).
+impl Symbol for u32 {
+    #[inline(always)]
+    fn key(self) -> u64 {
+        u64::from(self)
+    }
+
+    #[inline(always)]
+    fn is_blank(self) -> bool {
+        is_white_space(self)
+    }
+}
+
+/// A token id.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Token(pub u64);
+
+impl Symbol for Token {
+    #[inline(always)]
+    fn key(self) -> u64 {
+        self.0
+    }
+
+    #[inline(always)]
+    fn is_blank(self) -> bool {
+        false
+    }
+}
+
+/// Unicode White_Space (what Rust's `char::is_whitespace` accepts), for any code point.
+#[inline(always)]
+pub fn is_white_space(c: u32) -> bool {
+    const ASCII: u64 = (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12) | (1 << 13) | (1 << 32);
+    if c < 64 {
+        return (ASCII >> c) & 1 == 1;
+    }
+    c >= 0x85 && char::from_u32(c).is_some_and(char::is_whitespace)
+}
+
+/// Settings of a detector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChantConfig {
+    /// Window length in symbols (`content_chunk_size`).
+    pub window: u64,
+    /// Occurrences with identical gaps that make a chant (`max_repeated_chunks`).
+    pub min_repeats: u64,
+    /// Longest chant period caught: counted occurrences further apart than
+    /// `max_period + window - 1` do not chain (the proximity bound).
+    pub max_period: u64,
+    /// Skip windows made only of whitespace (indentation, blank lines, padding).
+    pub ignore_whitespace: bool,
+}
+
+impl Default for ChantConfig {
+    fn default() -> Self {
+        ChantConfig {
+            window: 50,
+            min_repeats: 8,
+            max_period: 1000,
+            ignore_whitespace: true,
+        }
+    }
+}
+
+impl ChantConfig {
+    /// Largest distance between two chained occurrences.
+    pub fn max_distance(&self) -> u64 {
+        self.max_period + self.window - 1
+    }
+
+    /// Symbols of history kept: enough to compare two gaps and to confirm a whole chain.
+    pub fn history(&self) -> u64 {
+        (self.min_repeats + 1) * self.max_distance() + self.window
+    }
+
+    /// Why this configuration is unusable, if it is.
+    pub fn problem(&self) -> Option<&'static str> {
+        if self.window == 0 || self.min_repeats == 0 || self.max_period == 0 {
+            return Some("content_chunk_size, max_repeated_chunks and max_period must be >= 1");
+        }
+        let history = self
+            .min_repeats
+            .checked_add(1)
+            .and_then(|r| r.checked_mul(self.max_period.checked_add(self.window)?))
+            .and_then(|h| h.checked_add(self.window));
+        match history {
+            Some(h) if h <= MAX_HISTORY => None,
+            _ => Some("(max_repeated_chunks + 1) * (max_period + content_chunk_size) is too large"),
+        }
+    }
+
+    /// The nearest usable configuration (the session engine clamps instead of failing).
+    pub fn clamped(self) -> ChantConfig {
+        let mut c = ChantConfig {
+            window: self.window.clamp(1, 4096),
+            min_repeats: self.min_repeats.clamp(1, 256),
+            max_period: self.max_period.clamp(1, 4096),
+            ..self
+        };
+        while c.problem().is_some() && c.min_repeats > 1 {
+            c.min_repeats /= 2;
+        }
+        c
+    }
+}
+
+/// What a detector reports when it finds chanting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChantEvent<S> {
+    /// Offset (symbols since the stream started) where the repetition starts.
+    pub start: u64,
+    /// Symbols consumed when the chant was confirmed.
+    pub end: u64,
+    /// The smallest period of the repeated text; None when `min_repeats` is 1.
+    pub period: Option<u64>,
+    /// Chained occurrences of the window (`min_repeats`).
+    pub count: u64,
+    /// The repeated window.
+    pub window: Vec<S>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    key: u64,
+    last: u64,
+    gap: u64,
+    count: u64,
+}
+
+const VACANT: Entry = Entry {
+    key: 0,
+    last: EMPTY,
+    gap: 0,
+    count: 0,
+};
+
+/// The streaming detector. Feed symbols in any chunking: the verdict is the same.
+#[derive(Clone, Debug)]
+pub struct Chant<S: Symbol> {
+    config: ChantConfig,
+    base: u64,
+    salt: u64,
+    /// `base^k` for k up to the longest compared span.
+    powers: Vec<u64>,
+    /// The recent symbols and prefix hashes, indexed by position & mask (allocated lazily).
+    symbols: Vec<S>,
+    prefix: Vec<u64>,
+    mask: u64,
+    table: Vec<Entry>,
+    bucket_mask: u64,
+    /// Symbols consumed since the stream started.
+    len: u64,
+    /// Non-whitespace symbols in the current window.
+    solid: u64,
+    event: Option<ChantEvent<S>>,
+}
+
+#[inline(always)]
+fn mul_mod(a: u64, b: u64) -> u64 {
+    let product = u128::from(a) * u128::from(b);
+    let folded = (product as u64 & MODULUS) + (product >> 61) as u64;
+    if folded >= MODULUS {
+        folded - MODULUS
+    } else {
+        folded
+    }
+}
+
+#[inline(always)]
+fn add_mod(a: u64, b: u64) -> u64 {
+    let sum = a + b;
+    if sum >= MODULUS {
+        sum - MODULUS
+    } else {
+        sum
+    }
+}
+
+#[inline(always)]
+fn sub_mod(a: u64, b: u64) -> u64 {
+    if a >= b {
+        a - b
+    } else {
+        a + MODULUS - b
+    }
+}
+
+fn random_u64(tag: u64) -> u64 {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(tag);
+    hasher.finish()
+}
+
+impl<S: Symbol> Chant<S> {
+    /// A detector; an unusable configuration is clamped (see `ChantConfig::clamped`).
+    pub fn new(config: ChantConfig) -> Self {
+        let config = if config.problem().is_some() { config.clamped() } else { config };
+        let base = random_u64(1) % (MODULUS - (1 << 20)) + (1 << 19);
+        let longest = (config.max_distance() + config.window) as usize;
+        let mut powers = Vec::with_capacity(longest + 1);
+        let mut power = 1;
+        for _ in 0..=longest {
+            powers.push(power);
+            power = mul_mod(power, base);
+        }
+        let buckets = (config.max_distance() + 1).next_power_of_two() / 2;
+        let buckets = buckets.max(1);
+        Chant {
+            base,
+            salt: random_u64(2) % MODULUS,
+            powers,
+            symbols: Vec::new(),
+            prefix: Vec::new(),
+            mask: (config.history() + 1).next_power_of_two() - 1,
+            table: Vec::new(),
+            bucket_mask: buckets - 1,
+            len: 0,
+            solid: 0,
+            event: None,
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &ChantConfig {
+        &self.config
+    }
+
+    /// Symbols consumed since the stream started (stops growing once chanting is found).
+    pub fn position(&self) -> u64 {
+        self.len
+    }
+
+    /// The chant found, if any (kept until `reset`).
+    pub fn event(&self) -> Option<&ChantEvent<S>> {
+        self.event.as_ref()
+    }
+
+    /// Forget everything and start a new stream (allocations are kept for reuse).
+    pub fn reset(&mut self) {
+        self.len = 0;
+        self.solid = 0;
+        self.event = None;
+        self.table.fill(VACANT);
+        self.base = random_u64(3) % (MODULUS - (1 << 20)) + (1 << 19);
+        let mut power = 1;
+        for slot in self.powers.iter_mut() {
+            *slot = power;
+            power = mul_mod(power, self.base);
+        }
+    }
+
+    /// Bytes of heap this detector holds (for tests of the memory bound).
+    pub fn heap_bytes(&self) -> usize {
+        self.powers.capacity() * 8
+            + self.symbols.capacity() * std::mem::size_of::<S>()
+            + self.prefix.capacity() * 8
+            + self.table.capacity() * std::mem::size_of::<Entry>()
+    }
+
+    /// Feed symbols; returns the event when chanting is found during this call. After that
+    /// the detector ignores further input until `reset`.
+    pub fn feed<I: IntoIterator<Item = S>>(&mut self, symbols: I) -> Option<ChantEvent<S>> {
+        if self.event.is_some() {
+            return None;
+        }
+        if self.table.is_empty() {
+            self.allocate();
+        }
+        for symbol in symbols {
+            if let Some(event) = self.push(symbol) {
+                self.event = Some(event.clone());
+                return Some(event);
+            }
+        }
+        None
+    }
+
+    fn allocate(&mut self) {
+        let size = (self.mask + 1) as usize;
+        self.symbols = vec![S::default(); size];
+        self.prefix = vec![0; size];
+        self.table = vec![VACANT; (self.bucket_mask as usize + 1) * WAYS];
+    }
+
+    #[inline(always)]
+    fn slot(&self, position: u64) -> usize {
+        (position & self.mask) as usize
+    }
+
+    /// Prefix hash of the first `n` symbols (n within the history).
+    #[inline(always)]
+    fn prefix_at(&self, n: u64) -> u64 {
+        self.prefix.get(self.slot(n)).copied().unwrap_or(0)
+    }
+
+    #[inline(always)]
+    fn symbol_at(&self, position: u64) -> S {
+        self.symbols.get(self.slot(position)).copied().unwrap_or_default()
+    }
+
+    /// Hash of the `length` symbols ending at position `end` (inclusive).
+    #[inline(always)]
+    fn span_hash(&self, end: u64, length: u64) -> u64 {
+        let power = self.powers.get(length as usize).copied().unwrap_or(0);
+        sub_mod(self.prefix_at(end + 1), mul_mod(self.prefix_at(end + 1 - length), power))
+    }
+
+    #[inline(always)]
+    fn push(&mut self, symbol: S) -> Option<ChantEvent<S>> {
+        let i = self.len;
+        let window = self.config.window;
+        let value = add_mod(symbol.key() % MODULUS, self.salt);
+        let next_prefix = add_mod(mul_mod(self.prefix_at(i), self.base), value);
+        let slot = self.slot(i);
+        let next_slot = self.slot(i + 1);
+        if let Some(s) = self.symbols.get_mut(slot) {
+            *s = symbol;
+        }
+        if let Some(p) = self.prefix.get_mut(next_slot) {
+            *p = next_prefix;
+        }
+        self.len = i + 1;
+        if !symbol.is_blank() {
+            self.solid += 1;
+        }
+        if i >= window && !self.symbol_at(i - window).is_blank() {
+            self.solid -= 1;
+        }
+        if i + 1 < window || (self.config.ignore_whitespace && self.solid == 0) {
+            return None;
+        }
+        let key = self.span_hash(i, window);
+        let (way, chain) = self.count_occurrence(key, i);
+        if chain.count >= self.config.min_repeats {
+            return self.confirm(way, chain, i);
+        }
+        None
+    }
+
+    /// Update the chain of the window `key` ending at `i`; returns its table slot and state.
+    #[inline(always)]
+    fn count_occurrence(&mut self, key: u64, i: u64) -> (usize, Entry) {
+        let window = self.config.window;
+        let max_distance = self.config.max_distance();
+        let bucket = ((key ^ (key >> 29)) & self.bucket_mask) as usize * WAYS;
+        let mut oldest = bucket;
+        let mut oldest_last = u64::MAX;
+        for way in bucket..bucket + WAYS {
+            let Some(entry) = self.table.get(way).copied() else {
+                break;
+            };
+            let live = entry.last != EMPTY && i - entry.last <= max_distance;
+            if live && entry.key == key {
+                let gap = i - entry.last;
+                if gap < window {
+                    return (way, entry);
+                }
+                let extends = entry.count >= 2
+                    && gap == entry.gap
+                    && entry.last + 1 >= gap + window
+                    && self.span_hash(entry.last, gap + window) == self.span_hash(i, gap + window);
+                let updated = Entry {
+                    key,
+                    last: i,
+                    gap,
+                    count: if extends { entry.count + 1 } else { 2 },
+                };
+                if let Some(e) = self.table.get_mut(way) {
+                    *e = updated;
+                }
+                return (way, updated);
+            }
+            // Vacant and expired entries are the first to go, then the oldest.
+            let age_key = if live { entry.last } else { 0 };
+            if age_key < oldest_last {
+                oldest_last = age_key;
+                oldest = way;
+            }
+        }
+        let fresh = Entry {
+            key,
+            last: i,
+            gap: 0,
+            count: 1,
+        };
+        if let Some(e) = self.table.get_mut(oldest) {
+            *e = fresh;
+        }
+        (oldest, fresh)
+    }
+
+    /// Check the chain ending at `i` against the real symbols; on success build the event
+    /// and on failure (a hash collision) restart the chain.
+    #[cold]
+    fn confirm(&mut self, way: usize, chain: Entry, i: u64) -> Option<ChantEvent<S>> {
+        let window = self.config.window;
+        let count = chain.count;
+        let gap = chain.gap;
+        let first = (i + 1).checked_sub(window + (count - 1) * gap);
+        let Some(first) = first.filter(|&f| count < 2 || self.is_periodic(f, i, gap)) else {
+            if let Some(e) = self.table.get_mut(way) {
+                *e = Entry { gap: 0, count: 1, ..chain };
+            }
+            return None;
+        };
+        let period = if count >= 2 {
+            (1..=gap).find(|&q| gap % q == 0 && self.is_periodic(first, i, q))
+        } else {
+            None
+        };
+        // Extend the start back while the text keeps the period (within the history).
+        let floor = (i + 1).saturating_sub(self.config.history());
+        let mut start = first;
+        if let Some(q) = period {
+            while start > floor && self.symbol_at(start - 1) == self.symbol_at(start - 1 + q) {
+                start -= 1;
+            }
+        }
+        let window_symbols = (i + 1 - window..=i).map(|p| self.symbol_at(p)).collect();
+        Some(ChantEvent {
+            start,
+            end: i + 1,
+            period,
+            count,
+            window: window_symbols,
+        })
+    }
+
+    /// Symbols `from..=to` repeat with period `q`.
+    fn is_periodic(&self, from: u64, to: u64, q: u64) -> bool {
+        (from + q..=to).all(|p| self.symbol_at(p) == self.symbol_at(p - q))
+    }
+
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> Vec<u32> {
+        s.chars().map(|c| c as u32).collect()
+    }
+
+    fn detect(config: ChantConfig, s: &str) -> Option<ChantEvent<u32>> {
+        Chant::new(config).feed(text(s))
+    }
+
+    fn small(window: u64, min_repeats: u64) -> ChantConfig {
+        ChantConfig {
+            window,
+            min_repeats,
+            ..ChantConfig::default()
+        }
+    }
+
+    #[test]
+    fn catches_a_short_period_chant_within_the_bound() {
+        let prefix = "Here is the answer you asked for. ";
+        let s = format!("{prefix}{}", "ha".repeat(400));
+        let event = detect(ChantConfig::default(), &s).expect("chant");
+        assert_eq!(event.period, Some(2));
+        assert_eq!(event.count, 8);
+        // The first window chains every 50 symbols: its 8th occurrence ends 7 * 50 + 50 in.
+        let start = prefix.len() as u64;
+        assert_eq!(event.end, start + 7 * 50 + 50);
+        assert_eq!(event.start, start);
+        assert_eq!(event.window, text(&"ha".repeat(25)));
+    }
+
+    #[test]
+    fn verdict_is_independent_of_chunking() {
+        let unit = "The same sentence again, and again, and again!! ";
+        let s = format!("Intro text that is unique. {}", unit.repeat(20));
+        let whole = detect(ChantConfig::default(), &s);
+        let mut one_by_one = Chant::new(ChantConfig::default());
+        let mut found = None;
+        for c in s.chars() {
+            if let Some(e) = one_by_one.feed([c as u32]) {
+                found = Some(e);
+            }
+        }
+        assert!(whole.is_some());
+        assert_eq!(whole, found);
+        assert_eq!(whole.and_then(|e| e.period), Some(unit.len() as u64));
+    }
+
+    #[test]
+    fn whitespace_runs_are_ignored_unless_asked() {
+        let s = " ".repeat(2000);
+        assert_eq!(detect(ChantConfig::default(), &s), None);
+        let strict = ChantConfig {
+            ignore_whitespace: false,
+            ..ChantConfig::default()
+        };
+        assert!(detect(strict, &s).is_some());
+    }
+
+    #[test]
+    fn a_divider_line_does_not_fire_but_a_long_run_does() {
+        assert_eq!(detect(ChantConfig::default(), &"-".repeat(399)), None);
+        assert_eq!(detect(ChantConfig::default(), &"-".repeat(400)).map(|e| e.end), Some(400));
+    }
+
+    #[test]
+    fn different_gaps_do_not_chain() {
+        // The same 10-symbol window followed by gaps of distinct text.
+        let mut s = String::new();
+        for i in 0..40 {
+            s.push_str("0123456789");
+            s.push_str(&format!("<{i:03}>"));
+        }
+        assert_eq!(detect(small(10, 4), &s), None);
+        let same: String = (0..40).map(|_| "0123456789<007>").collect();
+        assert!(detect(small(10, 4), &same).is_some());
+    }
+
+    #[test]
+    fn proximity_bound_limits_the_period() {
+        let unit: String = (0..300u32).map(|i| char::from_u32(0x4e00 + (i * 7919) % 2000).unwrap_or('x')).collect();
+        let s = unit.repeat(10);
+        let near = ChantConfig {
+            max_period: 200,
+            ..ChantConfig::default()
+        };
+        assert_eq!(detect(near, &s), None);
+        let event = detect(ChantConfig::default(), &s).expect("period 300 is within 1000");
+        assert_eq!(event.period, Some(300));
+        assert_eq!(event.start, 0);
+    }
+
+    #[test]
+    fn tokens_work_like_characters() {
+        let mut chant = Chant::<Token>::new(small(4, 3));
+        let tokens: Vec<Token> = (0..100u64).map(|i| Token(1_000_000_000_000 + i % 5)).collect();
+        let event = chant.feed(tokens).expect("chant");
+        assert_eq!(event.period, Some(5));
+        assert!(chant.feed([Token(1)]).is_none(), "latched");
+        assert!(chant.event().is_some());
+        chant.reset();
+        assert!(chant.event().is_none());
+        assert_eq!(chant.position(), 0);
+    }
+
+    #[test]
+    fn single_repeat_fires_on_the_first_window() {
+        let event = detect(small(5, 1), "abcdefgh").expect("any window");
+        assert_eq!((event.start, event.end, event.period), (0, 5, None));
+    }
+
+    /// A symbol whose hash key is constant: every window collides with every other.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    struct Colliding(u32);
+
+    impl Symbol for Colliding {
+        fn key(self) -> u64 {
+            7
+        }
+        fn is_blank(self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn hash_collisions_cannot_raise_an_alarm() {
+        // Only the confirmation against the real symbols stands between this and an alarm.
+        let mut chant = Chant::<Colliding>::new(small(3, 3));
+        assert_eq!(chant.feed((0..20_000).map(Colliding)), None);
+        // ...while real chanting (here with a period the collided chain can follow) is confirmed.
+        assert!(chant.feed((0..100).map(|i| Colliding(i % 3))).is_some());
+    }
+
+    #[test]
+    fn memory_is_fixed_by_the_configuration() {
+        let mut chant = Chant::<u32>::new(ChantConfig::default());
+        chant.feed((0..10u32).map(|i| i + 40000));
+        let before = chant.heap_bytes();
+        let noise = (0..1_000_000u32).map(|i| i.wrapping_mul(2_654_435_761) % 50_000);
+        assert_eq!(chant.feed(noise), None);
+        assert_eq!(chant.position(), 1_000_010);
+        assert_eq!(chant.heap_bytes(), before);
+        assert!(before < 512 * 1024, "{before}");
+    }
+
+    #[test]
+    fn bad_configurations_are_reported_and_clamped() {
+        let huge = ChantConfig {
+            min_repeats: 1 << 40,
+            ..ChantConfig::default()
+        };
+        assert!(huge.problem().is_some());
+        assert!(huge.clamped().problem().is_none());
+        assert!(small(0, 3).problem().is_some());
+        assert!(ChantConfig::default().problem().is_none());
+        let mut chant = Chant::<u32>::new(huge);
+        assert!(chant.config().problem().is_none());
+        assert!(chant.feed(text(&"ab".repeat(10_000))).is_some());
+    }
+
+    #[test]
+    fn white_space_matches_unicode() {
+        for c in 0..0x3100u32 {
+            let expected = char::from_u32(c).is_some_and(char::is_whitespace);
+            assert_eq!(is_white_space(c), expected, "{c:#x}");
+        }
+        assert!(!is_white_space(0xD800));
+    }
+}
