@@ -32,6 +32,13 @@ class SessionEngine:
         """Record real progress; it gates NO_PROGRESS and CIRCULAR_PLAN."""
     def record_plan(self, state: object) -> None:
         """Record a plan state; returning to one already seen is CIRCULAR_PLAN."""
+    def record_response(self, text: str) -> None:
+        """Record one whole model response for REPEATED_OUTPUT (windows never span two
+        responses); the verdict stands until the next response starts."""
+    def record_output_chunk(self, chunk: str) -> None:
+        """Record the next piece of a streamed response (windows span its pieces)."""
+    def end_response(self) -> None:
+        """The streamed response is complete: the next piece starts a new response."""
     def is_doom_loop(self) -> bool:
         """True exactly when ``get_loop_type()`` is not None."""
     def increment_recovery(self) -> bool:
@@ -44,3 +51,33 @@ class SessionEngine:
     def _recent_action_types(self) -> list[str]: ...
     @property
     def _history_capacity(self) -> int: ...
+
+CHANT_DETACH_THRESHOLD: int
+"""Text chunks of at least this many UTF-8 bytes, and token arrays of at least this many
+tokens, are scanned with the interpreter lock released."""
+
+class ChantEngine:
+    """Rust state behind :class:`doomloop.ChantDetector` (use that class)."""
+
+    def __new__(
+        cls,
+        content_chunk_size: int = 50,
+        max_repeated_chunks: int = 8,
+        *,
+        ignore_whitespace: bool = True,
+        max_period: int = 1000,
+    ) -> "ChantEngine": ...
+    def feed(self, text: str, /) -> Any:
+        """Feed one chunk of text; returns a ``ChantEvent`` when chanting is found in it,
+        else None. A non-str raises TypeError."""
+    def feed_tokens(self, tokens: Any, /) -> Any:
+        """Feed a 1-D numpy array of token ids (int32, int64 or uint32), read without
+        copying; returns a ``ChantEvent`` when chanting is found in it, else None."""
+    def reset(self) -> None:
+        """Forget the stream and any chant found."""
+    @property
+    def position(self) -> int:
+        """Characters or tokens consumed since creation or ``reset()``."""
+    @property
+    def history_size(self) -> int:
+        """Symbols of history kept (the memory bound)."""

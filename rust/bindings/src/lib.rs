@@ -3,6 +3,7 @@
 //! to a Python exception; the algorithms live in the engine crate.
 
 mod canonical;
+mod chant;
 mod session;
 
 use pyo3::prelude::*;
@@ -13,6 +14,12 @@ mod _core {
 
     #[pymodule_export]
     use crate::session::SessionEngine;
+
+    #[pymodule_export]
+    use crate::chant::ChantEngine;
+
+    #[pymodule_export]
+    const CHANT_DETACH_THRESHOLD: usize = crate::chant::CHANT_DETACH_THRESHOLD;
 
     #[pymodule_export]
     const MAX_DEPTH: usize = crate::canonical::MAX_DEPTH;
