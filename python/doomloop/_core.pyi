@@ -66,6 +66,7 @@ class ChantEngine:
         *,
         ignore_whitespace: bool = True,
         max_period: int = 1000,
+        _hash_key: Optional[Tuple[int, int]] = None,
     ) -> "ChantEngine": ...
     def feed(self, text: str, /) -> Any:
         """Feed one chunk of text; returns a ``ChantEvent`` when chanting is found in it,

@@ -7,7 +7,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use doomloop_engine::chant::{Chant, ChantConfig, ChantEvent, Token};
+use doomloop_engine::chant::{Chant, ChantConfig, ChantEvent, HashKey, Token};
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -95,6 +95,8 @@ type EventParts = (u64, u64, Option<u64>, u64, Py<PyAny>);
 pub struct ChantEngine {
     stream: Mutex<Stream>,
     config: ChantConfig,
+    /// The detector's secret hash key, kept across `reset()`.
+    key: HashKey,
 }
 
 impl ChantEngine {
@@ -105,7 +107,7 @@ impl ChantEngine {
 
     fn text_chant<'a>(&self, stream: &'a mut Stream) -> PyResult<&'a mut Chant<u32>> {
         if let Stream::Fresh = stream {
-            *stream = Stream::Text(Chant::new(self.config));
+            *stream = Stream::Text(Chant::with_key(self.config, self.key));
         }
         match stream {
             Stream::Text(chant) => Ok(chant),
@@ -135,7 +137,7 @@ impl ChantEngine {
 
     fn token_chant<'a>(&self, stream: &'a mut Stream) -> PyResult<&'a mut Chant<Token>> {
         if let Stream::Fresh = stream {
-            *stream = Stream::Tokens(Chant::new(self.config));
+            *stream = Stream::Tokens(Chant::with_key(self.config, self.key));
         }
         match stream {
             Stream::Tokens(chant) => Ok(chant),
@@ -171,10 +173,17 @@ fn token_parts(py: Python<'_>, event: ChantEvent<Token>) -> PyResult<EventParts>
 
 #[pymethods]
 impl ChantEngine {
-    /// Build a detector (the Python subclass validates the arguments first).
+    /// Build a detector (the Python subclass validates the arguments first). `_hash_key`
+    /// (base, salt) replaces the secret random key: for tests that model the rule exactly.
     #[new]
-    #[pyo3(signature = (content_chunk_size = 50, max_repeated_chunks = 8, *, ignore_whitespace = true, max_period = 1000))]
-    fn new(content_chunk_size: u64, max_repeated_chunks: u64, ignore_whitespace: bool, max_period: u64) -> PyResult<Self> {
+    #[pyo3(signature = (content_chunk_size = 50, max_repeated_chunks = 8, *, ignore_whitespace = true, max_period = 1000, _hash_key = None))]
+    fn new(
+        content_chunk_size: u64,
+        max_repeated_chunks: u64,
+        ignore_whitespace: bool,
+        max_period: u64,
+        _hash_key: Option<(u64, u64)>,
+    ) -> PyResult<Self> {
         let config = ChantConfig {
             window: content_chunk_size,
             min_repeats: max_repeated_chunks,
@@ -184,9 +193,11 @@ impl ChantEngine {
         if let Some(problem) = config.problem() {
             return Err(PyValueError::new_err(problem));
         }
+        let key = _hash_key.map_or_else(HashKey::random, |(base, salt)| HashKey { base, salt });
         Ok(ChantEngine {
             stream: Mutex::new(Stream::Fresh),
             config,
+            key,
         })
     }
 

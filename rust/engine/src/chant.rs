@@ -2,23 +2,27 @@
 //!
 //! The rule (mirrored by the pure-Python model in the tests):
 //!
-//! * Every position `i` ends a window: the last `window` symbols. Windows made only of
-//!   whitespace are skipped when `ignore_whitespace` is set.
-//! * Each distinct window content keeps its last *counted* occurrence, a chain gap and a
-//!   count. An occurrence less than one window after the last counted one is not counted (a
-//!   long divider line is one window repeated at every offset); one more than
-//!   `max_distance()` after it starts a new chain.
+//! * Every position `i` ends a window: the last `window` symbols. Its *key* is a keyed
+//!   polynomial hash of the window (mod 2^64, random key per detector), or "none" when
+//!   `ignore_whitespace` is set and the window is whitespace only.
+//! * A window is an *anchor* when it has a key no greater than the keys of the previous
+//!   `ANCHOR_SPAN - 1` windows. Only anchors are counted: about one window in
+//!   `ANCHOR_SPAN` of ordinary text, yet in any periodic text the period's smallest-key
+//!   window is an anchor at every occurrence, so every chant keeps one chain per period.
+//! * Each distinct window keeps its last *counted* occurrence, a chain gap and a count. An
+//!   anchor less than one window after the last counted one is not counted (a long divider
+//!   line is one window at every offset); one more than `max_distance()` after it starts a
+//!   new chain.
 //! * A counted occurrence extends the chain when its gap equals the chain's gap *and* the
 //!   text between occurrences is the same as last time (`gap + window` symbols ending at the
 //!   previous occurrence equal those ending here); otherwise it restarts a chain of two.
 //!   Identical gaps are what separate a chant from code that shares boilerplate.
 //! * A chain of `min_repeats` occurrences is chanting. The detector then latches until reset.
 //!
-//! Cost: O(1) amortised per symbol (one rolling-hash step and one bucket probe) and memory
-//! fixed by the configuration. Window and gap comparisons use a polynomial hash modulo
-//! 2^61 - 1 with a per-detector random base; before an alarm is raised the whole chained
-//! span is compared symbol by symbol, so a hash collision can only ever cost a missed
-//! link, never an alarm.
+//! Cost: O(1) per symbol (one multiply-add of the rolling hash, a minimum over the last few
+//! keys, and a table probe for anchors only); memory fixed by the configuration. Before an
+//! alarm is raised the whole chained span is compared symbol by symbol, so a hash collision
+//! (crafted or not) can only ever cost a missed link, never an alarm.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -26,9 +30,14 @@ use std::hash::{BuildHasher, Hasher};
 /// Largest history (in symbols) a configuration may need; bounds memory per detector.
 pub const MAX_HISTORY: u64 = 1 << 21;
 
-const MODULUS: u64 = (1 << 61) - 1;
+/// A window is an anchor when its key is the smallest of this many consecutive windows.
+pub const ANCHOR_SPAN: usize = 9;
+
+/// Largest chain distance the compact table entries can hold.
+const MAX_DISTANCE: u64 = u16::MAX as u64;
+const MAX_REPEATS: u64 = u16::MAX as u64;
 const WAYS: usize = 4;
-const EMPTY: u64 = u64::MAX;
+const NO_KEY: u64 = u64::MAX;
 
 /// One unit of the stream: a Unicode code point or a token id.
 pub trait Symbol: Copy + Eq + Default {
@@ -118,10 +127,13 @@ impl ChantConfig {
         if self.window == 0 || self.min_repeats == 0 || self.max_period == 0 {
             return Some("content_chunk_size, max_repeated_chunks and max_period must be >= 1");
         }
+        if self.max_period.saturating_add(self.window) > MAX_DISTANCE || self.min_repeats > MAX_REPEATS {
+            return Some("max_period + content_chunk_size and max_repeated_chunks must be <= 65535");
+        }
         let history = self
             .min_repeats
             .checked_add(1)
-            .and_then(|r| r.checked_mul(self.max_period.checked_add(self.window)?))
+            .and_then(|r| r.checked_mul(self.max_period + self.window))
             .and_then(|h| h.checked_add(self.window));
         match history {
             Some(h) if h <= MAX_HISTORY => None,
@@ -159,28 +171,44 @@ pub struct ChantEvent<S> {
     pub window: Vec<S>,
 }
 
-#[derive(Clone, Copy, Debug)]
+/// A window's chain, 16 bytes so a bucket of four is one cache line.
+#[derive(Clone, Copy, Debug, Default)]
 struct Entry {
-    key: u64,
-    last: u64,
-    gap: u64,
-    count: u64,
+    /// High half of the window's key (the bucket comes from the low half).
+    tag: u32,
+    /// Low 32 bits of the last counted position (ages are taken modulo 2^32).
+    last: u32,
+    gap: u16,
+    /// 0: vacant.
+    count: u16,
+    _pad: u32,
 }
 
-const VACANT: Entry = Entry {
-    key: 0,
-    last: EMPTY,
-    gap: 0,
-    count: 0,
-};
+/// Everything about a stream except its symbols, so tests can name the key.
+#[derive(Clone, Copy, Debug)]
+pub struct HashKey {
+    pub base: u64,
+    pub salt: u64,
+}
+
+impl HashKey {
+    /// A fresh secret key (odd base).
+    pub fn random() -> HashKey {
+        HashKey {
+            base: random_u64(1) | 1,
+            salt: random_u64(2),
+        }
+    }
+}
 
 /// The streaming detector. Feed symbols in any chunking: the verdict is the same.
 #[derive(Clone, Debug)]
 pub struct Chant<S: Symbol> {
     config: ChantConfig,
-    base: u64,
-    salt: u64,
-    /// `base^k` for k up to the longest compared span.
+    key: HashKey,
+    /// `base^window`.
+    window_power: u64,
+    /// `base^k` for every compared span length (up to `max_distance + window`).
     powers: Vec<u64>,
     /// The recent symbols and prefix hashes, indexed by position & mask (allocated lazily).
     symbols: Vec<S>,
@@ -188,41 +216,13 @@ pub struct Chant<S: Symbol> {
     mask: u64,
     table: Vec<Entry>,
     bucket_mask: u64,
+    /// Keys of the previous `ANCHOR_SPAN - 1` windows (NO_KEY for none).
+    recent: [u64; ANCHOR_SPAN - 1],
     /// Symbols consumed since the stream started.
     len: u64,
     /// Non-whitespace symbols in the current window.
     solid: u64,
     event: Option<ChantEvent<S>>,
-}
-
-#[inline(always)]
-fn mul_mod(a: u64, b: u64) -> u64 {
-    let product = u128::from(a) * u128::from(b);
-    let folded = (product as u64 & MODULUS) + (product >> 61) as u64;
-    if folded >= MODULUS {
-        folded - MODULUS
-    } else {
-        folded
-    }
-}
-
-#[inline(always)]
-fn add_mod(a: u64, b: u64) -> u64 {
-    let sum = a + b;
-    if sum >= MODULUS {
-        sum - MODULUS
-    } else {
-        sum
-    }
-}
-
-#[inline(always)]
-fn sub_mod(a: u64, b: u64) -> u64 {
-    if a >= b {
-        a - b
-    } else {
-        a + MODULUS - b
-    }
 }
 
 fn random_u64(tag: u64) -> u64 {
@@ -231,29 +231,36 @@ fn random_u64(tag: u64) -> u64 {
     hasher.finish()
 }
 
+fn power(base: u64, exponent: u64) -> u64 {
+    (0..exponent).fold(1u64, |acc, _| acc.wrapping_mul(base))
+}
+
 impl<S: Symbol> Chant<S> {
-    /// A detector; an unusable configuration is clamped (see `ChantConfig::clamped`).
+    /// A detector with a secret random hash key; an unusable configuration is clamped (see
+    /// `ChantConfig::clamped`).
     pub fn new(config: ChantConfig) -> Self {
+        Self::with_key(config, HashKey::random())
+    }
+
+    /// A detector with a given hash key (tests; production uses `new`).
+    pub fn with_key(config: ChantConfig, key: HashKey) -> Self {
         let config = if config.problem().is_some() { config.clamped() } else { config };
-        let base = random_u64(1) % (MODULUS - (1 << 20)) + (1 << 19);
+        let key = HashKey { base: key.base | 1, ..key };
+        let buckets = ((config.max_distance() + 1).next_power_of_two() / 2).max(1);
         let longest = (config.max_distance() + config.window) as usize;
-        let mut powers = Vec::with_capacity(longest + 1);
-        let mut power = 1;
-        for _ in 0..=longest {
-            powers.push(power);
-            power = mul_mod(power, base);
-        }
-        let buckets = (config.max_distance() + 1).next_power_of_two() / 2;
-        let buckets = buckets.max(1);
+        let powers = std::iter::successors(Some(1u64), |p| Some(p.wrapping_mul(key.base)))
+            .take(longest + 1)
+            .collect();
         Chant {
-            base,
-            salt: random_u64(2) % MODULUS,
+            key,
+            window_power: power(key.base, config.window),
             powers,
             symbols: Vec::new(),
             prefix: Vec::new(),
             mask: (config.history() + 1).next_power_of_two() - 1,
             table: Vec::new(),
             bucket_mask: buckets - 1,
+            recent: [NO_KEY; ANCHOR_SPAN - 1],
             len: 0,
             solid: 0,
             event: None,
@@ -275,18 +282,17 @@ impl<S: Symbol> Chant<S> {
         self.event.as_ref()
     }
 
-    /// Forget everything and start a new stream (allocations are kept for reuse).
+    /// Forget everything and start a new stream (allocations and the hash key are kept, so
+    /// the same text gives the same event again).
     pub fn reset(&mut self) {
-        self.len = 0;
-        self.solid = 0;
-        self.event = None;
-        self.table.fill(VACANT);
-        self.base = random_u64(3) % (MODULUS - (1 << 20)) + (1 << 19);
-        let mut power = 1;
-        for slot in self.powers.iter_mut() {
-            *slot = power;
-            power = mul_mod(power, self.base);
-        }
+        let key = self.key;
+        *self = Chant {
+            symbols: std::mem::take(&mut self.symbols),
+            prefix: std::mem::take(&mut self.prefix),
+            table: std::mem::take(&mut self.table),
+            ..Self::with_key(self.config, key)
+        };
+        self.table.fill(Entry::default());
     }
 
     /// Bytes of heap this detector holds (for tests of the memory bound).
@@ -319,7 +325,7 @@ impl<S: Symbol> Chant<S> {
         let size = (self.mask + 1) as usize;
         self.symbols = vec![S::default(); size];
         self.prefix = vec![0; size];
-        self.table = vec![VACANT; (self.bucket_mask as usize + 1) * WAYS];
+        self.table = vec![Entry::default(); (self.bucket_mask as usize + 1) * WAYS];
     }
 
     #[inline(always)]
@@ -340,17 +346,17 @@ impl<S: Symbol> Chant<S> {
 
     /// Hash of the `length` symbols ending at position `end` (inclusive).
     #[inline(always)]
-    fn span_hash(&self, end: u64, length: u64) -> u64 {
-        let power = self.powers.get(length as usize).copied().unwrap_or(0);
-        sub_mod(self.prefix_at(end + 1), mul_mod(self.prefix_at(end + 1 - length), power))
+    fn span_hash(&self, end: u64, length: u64, power: u64) -> u64 {
+        self.prefix_at(end + 1)
+            .wrapping_sub(self.prefix_at(end + 1 - length).wrapping_mul(power))
     }
 
     #[inline(always)]
     fn push(&mut self, symbol: S) -> Option<ChantEvent<S>> {
         let i = self.len;
         let window = self.config.window;
-        let value = add_mod(symbol.key() % MODULUS, self.salt);
-        let next_prefix = add_mod(mul_mod(self.prefix_at(i), self.base), value);
+        let value = symbol.key().wrapping_add(self.key.salt);
+        let next_prefix = self.prefix_at(i).wrapping_mul(self.key.base).wrapping_add(value);
         let slot = self.slot(i);
         let next_slot = self.slot(i + 1);
         if let Some(s) = self.symbols.get_mut(slot) {
@@ -360,18 +366,27 @@ impl<S: Symbol> Chant<S> {
             *p = next_prefix;
         }
         self.len = i + 1;
-        if !symbol.is_blank() {
-            self.solid += 1;
+        self.solid += u64::from(!symbol.is_blank());
+        if i >= window {
+            self.solid -= u64::from(!self.symbol_at(i - window).is_blank());
         }
-        if i >= window && !self.symbol_at(i - window).is_blank() {
-            self.solid -= 1;
-        }
-        if i + 1 < window || (self.config.ignore_whitespace && self.solid == 0) {
+        if i + 1 < window {
             return None;
         }
-        let key = self.span_hash(i, window);
+        let key = if self.config.ignore_whitespace && self.solid == 0 {
+            NO_KEY
+        } else {
+            next_prefix.wrapping_sub(self.prefix_at(i + 1 - window).wrapping_mul(self.window_power))
+        };
+        let earlier = self.recent.iter().copied().fold(NO_KEY, u64::min);
+        if let Some(r) = self.recent.get_mut(i as usize % (ANCHOR_SPAN - 1)) {
+            *r = key;
+        }
+        if key == NO_KEY || key > earlier {
+            return None;
+        }
         let (way, chain) = self.count_occurrence(key, i);
-        if chain.count >= self.config.min_repeats {
+        if u64::from(chain.count) >= self.config.min_repeats {
             return self.confirm(way, chain, i);
         }
         None
@@ -382,28 +397,36 @@ impl<S: Symbol> Chant<S> {
     fn count_occurrence(&mut self, key: u64, i: u64) -> (usize, Entry) {
         let window = self.config.window;
         let max_distance = self.config.max_distance();
-        let bucket = ((key ^ (key >> 29)) & self.bucket_mask) as usize * WAYS;
-        let mut oldest = bucket;
-        let mut oldest_last = u64::MAX;
+        let tag = key as u32;
+        let bucket = ((key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) & self.bucket_mask) as usize * WAYS;
+        let now = i as u32;
+        let mut victim = bucket;
+        let mut victim_age = 0;
         for way in bucket..bucket + WAYS {
             let Some(entry) = self.table.get(way).copied() else {
                 break;
             };
-            let live = entry.last != EMPTY && i - entry.last <= max_distance;
-            if live && entry.key == key {
-                let gap = i - entry.last;
-                if gap < window {
+            let age = u64::from(now.wrapping_sub(entry.last));
+            let live = entry.count > 0 && age <= max_distance;
+            if live && entry.tag == tag {
+                if age < window {
                     return (way, entry);
                 }
+                let gap = age;
+                let span = gap + window;
                 let extends = entry.count >= 2
-                    && gap == entry.gap
-                    && entry.last + 1 >= gap + window
-                    && self.span_hash(entry.last, gap + window) == self.span_hash(i, gap + window);
+                    && gap == u64::from(entry.gap)
+                    && i + 1 >= gap + span
+                    && {
+                        let power = self.powers.get(span as usize).copied().unwrap_or(0);
+                        self.span_hash(i - gap, span, power) == self.span_hash(i, span, power)
+                    };
                 let updated = Entry {
-                    key,
-                    last: i,
-                    gap,
-                    count: if extends { entry.count + 1 } else { 2 },
+                    tag,
+                    last: now,
+                    gap: gap as u16,
+                    count: if extends { entry.count.saturating_add(1) } else { 2 },
+                    _pad: 0,
                 };
                 if let Some(e) = self.table.get_mut(way) {
                     *e = updated;
@@ -411,22 +434,23 @@ impl<S: Symbol> Chant<S> {
                 return (way, updated);
             }
             // Vacant and expired entries are the first to go, then the oldest.
-            let age_key = if live { entry.last } else { 0 };
-            if age_key < oldest_last {
-                oldest_last = age_key;
-                oldest = way;
+            let age_rank = if live { age } else { u64::MAX };
+            if age_rank > victim_age || way == bucket {
+                victim_age = age_rank;
+                victim = way;
             }
         }
         let fresh = Entry {
-            key,
-            last: i,
+            tag,
+            last: now,
             gap: 0,
             count: 1,
+            _pad: 0,
         };
-        if let Some(e) = self.table.get_mut(oldest) {
+        if let Some(e) = self.table.get_mut(victim) {
             *e = fresh;
         }
-        (oldest, fresh)
+        (victim, fresh)
     }
 
     /// Check the chain ending at `i` against the real symbols; on success build the event
@@ -434,8 +458,8 @@ impl<S: Symbol> Chant<S> {
     #[cold]
     fn confirm(&mut self, way: usize, chain: Entry, i: u64) -> Option<ChantEvent<S>> {
         let window = self.config.window;
-        let count = chain.count;
-        let gap = chain.gap;
+        let count = u64::from(chain.count);
+        let gap = u64::from(chain.gap);
         let first = (i + 1).checked_sub(window + (count - 1) * gap);
         let Some(first) = first.filter(|&f| count < 2 || self.is_periodic(f, i, gap)) else {
             if let Some(e) = self.table.get_mut(way) {
@@ -470,7 +494,6 @@ impl<S: Symbol> Chant<S> {
     fn is_periodic(&self, from: u64, to: u64, q: u64) -> bool {
         (from + q..=to).all(|p| self.symbol_at(p) == self.symbol_at(p - q))
     }
-
 }
 
 #[cfg(test)]
@@ -500,19 +523,25 @@ mod tests {
         let event = detect(ChantConfig::default(), &s).expect("chant");
         assert_eq!(event.period, Some(2));
         assert_eq!(event.count, 8);
-        // The first window chains every 50 symbols: its 8th occurrence ends 7 * 50 + 50 in.
+        // An anchor window chains every 50 symbols: its 8th occurrence ends 7 * 50 + 50 after
+        // its first occurrence, at most ANCHOR_SPAN windows into the chant (the windows
+        // before it that overlap the prefix may hold smaller keys).
         let start = prefix.len() as u64;
-        assert_eq!(event.end, start + 7 * 50 + 50);
+        let latest = start + 400 + ANCHOR_SPAN as u64;
+        assert!((start + 400..=latest).contains(&event.end), "{}", event.end);
         assert_eq!(event.start, start);
-        assert_eq!(event.window, text(&"ha".repeat(25)));
+        let window: Vec<u32> = text(&s)[(event.end - 50) as usize..event.end as usize].to_vec();
+        assert_eq!(event.window, window);
     }
 
     #[test]
     fn verdict_is_independent_of_chunking() {
         let unit = "The same sentence again, and again, and again!! ";
         let s = format!("Intro text that is unique. {}", unit.repeat(20));
-        let whole = detect(ChantConfig::default(), &s);
-        let mut one_by_one = Chant::new(ChantConfig::default());
+        let mut chant = Chant::new(ChantConfig::default());
+        let whole = chant.feed(text(&s));
+        chant.reset();
+        let mut one_by_one = chant;
         let mut found = None;
         for c in s.chars() {
             if let Some(e) = one_by_one.feed([c as u32]) {
@@ -539,6 +568,7 @@ mod tests {
     fn a_divider_line_does_not_fire_but_a_long_run_does() {
         assert_eq!(detect(ChantConfig::default(), &"-".repeat(399)), None);
         assert_eq!(detect(ChantConfig::default(), &"-".repeat(400)).map(|e| e.end), Some(400));
+        assert_eq!(detect(ChantConfig::default(), &"-".repeat(400)).map(|e| e.start), Some(0));
     }
 
     #[test]
@@ -585,6 +615,7 @@ mod tests {
     fn single_repeat_fires_on_the_first_window() {
         let event = detect(small(5, 1), "abcdefgh").expect("any window");
         assert_eq!((event.start, event.end, event.period), (0, 5, None));
+        assert_eq!(event.window, text("abcde"));
     }
 
     /// A symbol whose hash key is constant: every window collides with every other.
@@ -643,5 +674,21 @@ mod tests {
             assert_eq!(is_white_space(c), expected, "{c:#x}");
         }
         assert!(!is_white_space(0xD800));
+    }
+}
+#[cfg(test)]
+mod speed {
+    #[test]
+    #[ignore]
+    fn speed() {
+        use super::*;
+        let text: Vec<u32> = (0..8_000_000u32).map(|i| 32 + (i.wrapping_mul(2654435761) >> 7) % 90).collect();
+        for k in [8u64, 250] {
+            let mut c = Chant::<u32>::new(ChantConfig { min_repeats: k, ..ChantConfig::default() });
+            let t = std::time::Instant::now();
+            let r = c.feed(text.iter().copied());
+            let dt = t.elapsed().as_secs_f64();
+            eprintln!("k={k} {:.1} Msym/s {:?}", text.len() as f64 / dt / 1e6, r.map(|e| e.end));
+        }
     }
 }
