@@ -676,19 +676,3 @@ mod tests {
         assert!(!is_white_space(0xD800));
     }
 }
-#[cfg(test)]
-mod speed {
-    #[test]
-    #[ignore]
-    fn speed() {
-        use super::*;
-        let text: Vec<u32> = (0..8_000_000u32).map(|i| 32 + (i.wrapping_mul(2654435761) >> 7) % 90).collect();
-        for k in [8u64, 250] {
-            let mut c = Chant::<u32>::new(ChantConfig { min_repeats: k, ..ChantConfig::default() });
-            let t = std::time::Instant::now();
-            let r = c.feed(text.iter().copied());
-            let dt = t.elapsed().as_secs_f64();
-            eprintln!("k={k} {:.1} Msym/s {:?}", text.len() as f64 / dt / 1e6, r.map(|e| e.end));
-        }
-    }
-}
