@@ -210,7 +210,11 @@ impl ChantEngine {
             let chant = engine.text_chant(&mut stream)?;
             Ok(text.drive(TextSink(chant)))
         };
-        let found = if text.is_long() { slf.py().detach(scan)? } else { scan()? };
+        let found = if text.is_long() {
+            slf.py().detach(scan)?
+        } else {
+            scan()?
+        };
         match found {
             Some(event) => Ok(Some(Self::emit(slf, text_parts(slf.py(), event)?)?)),
             None => Ok(None),
@@ -221,9 +225,9 @@ impl ChantEngine {
     fn feed_tokens(slf: &Bound<'_, Self>, tokens: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
         let py = slf.py();
         let engine = slf.get();
-        let array = tokens.cast::<PyUntypedArray>().map_err(|_| {
-            PyTypeError::new_err(format!("tokens must be a numpy array, got {}", type_name(tokens)))
-        })?;
+        let array = tokens
+            .cast::<PyUntypedArray>()
+            .map_err(|_| PyTypeError::new_err(format!("tokens must be a numpy array, got {}", type_name(tokens))))?;
         if array.ndim() != 1 {
             return Err(PyValueError::new_err(format!(
                 "tokens must be a 1-D array, got {} dimensions",

@@ -244,8 +244,15 @@ impl<S: Symbol> Chant<S> {
 
     /// A detector with a given hash key (tests; production uses `new`).
     pub fn with_key(config: ChantConfig, key: HashKey) -> Self {
-        let config = if config.problem().is_some() { config.clamped() } else { config };
-        let key = HashKey { base: key.base | 1, ..key };
+        let config = if config.problem().is_some() {
+            config.clamped()
+        } else {
+            config
+        };
+        let key = HashKey {
+            base: key.base | 1,
+            ..key
+        };
         let buckets = ((config.max_distance() + 1).next_power_of_two() / 2).max(1);
         let longest = (config.max_distance() + config.window) as usize;
         let powers = std::iter::successors(Some(1u64), |p| Some(p.wrapping_mul(key.base)))
@@ -414,13 +421,10 @@ impl<S: Symbol> Chant<S> {
                 }
                 let gap = age;
                 let span = gap + window;
-                let extends = entry.count >= 2
-                    && gap == u64::from(entry.gap)
-                    && i + 1 >= gap + span
-                    && {
-                        let power = self.powers.get(span as usize).copied().unwrap_or(0);
-                        self.span_hash(i - gap, span, power) == self.span_hash(i, span, power)
-                    };
+                let extends = entry.count >= 2 && gap == u64::from(entry.gap) && i + 1 >= gap + span && {
+                    let power = self.powers.get(span as usize).copied().unwrap_or(0);
+                    self.span_hash(i - gap, span, power) == self.span_hash(i, span, power)
+                };
                 let updated = Entry {
                     tag,
                     last: now,
@@ -463,7 +467,11 @@ impl<S: Symbol> Chant<S> {
         let first = (i + 1).checked_sub(window + (count - 1) * gap);
         let Some(first) = first.filter(|&f| count < 2 || self.is_periodic(f, i, gap)) else {
             if let Some(e) = self.table.get_mut(way) {
-                *e = Entry { gap: 0, count: 1, ..chain };
+                *e = Entry {
+                    gap: 0,
+                    count: 1,
+                    ..chain
+                };
             }
             return None;
         };
@@ -567,8 +575,14 @@ mod tests {
     #[test]
     fn a_divider_line_does_not_fire_but_a_long_run_does() {
         assert_eq!(detect(ChantConfig::default(), &"-".repeat(399)), None);
-        assert_eq!(detect(ChantConfig::default(), &"-".repeat(400)).map(|e| e.end), Some(400));
-        assert_eq!(detect(ChantConfig::default(), &"-".repeat(400)).map(|e| e.start), Some(0));
+        assert_eq!(
+            detect(ChantConfig::default(), &"-".repeat(400)).map(|e| e.end),
+            Some(400)
+        );
+        assert_eq!(
+            detect(ChantConfig::default(), &"-".repeat(400)).map(|e| e.start),
+            Some(0)
+        );
     }
 
     #[test]
@@ -586,7 +600,9 @@ mod tests {
 
     #[test]
     fn proximity_bound_limits_the_period() {
-        let unit: String = (0..300u32).map(|i| char::from_u32(0x4e00 + (i * 7919) % 2000).unwrap_or('x')).collect();
+        let unit: String = (0..300u32)
+            .map(|i| char::from_u32(0x4e00 + (i * 7919) % 2000).unwrap_or('x'))
+            .collect();
         let s = unit.repeat(10);
         let near = ChantConfig {
             max_period: 200,
