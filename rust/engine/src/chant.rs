@@ -31,7 +31,8 @@ use std::hash::{BuildHasher, Hasher};
 pub const MAX_HISTORY: u64 = 1 << 21;
 
 /// A window is an anchor when its key is the smallest of this many consecutive windows.
-pub const ANCHOR_SPAN: usize = 9;
+pub const ANCHOR_SPAN: usize = SPAN + 1;
+const SPAN: usize = 8;
 
 /// Largest chain distance the compact table entries can hold.
 const MAX_DISTANCE: u64 = u16::MAX as u64;
@@ -201,6 +202,88 @@ impl HashKey {
     }
 }
 
+/// The chain table's parameters, borrowed apart from the table so the scan loop can update
+/// chains without giving up its local state.
+struct Chains<'a> {
+    window: u64,
+    max_distance: u64,
+    bucket_mask: u64,
+    mask: u64,
+    powers: &'a [u64],
+}
+
+impl Chains<'_> {
+    /// Update the chain of the window `key` ending at `i`; returns its table slot and state.
+    #[inline(always)]
+    fn count(&self, table: &mut [Entry], prefix: &[u64], key: u64, i: u64) -> (usize, Entry) {
+        let (window, max_distance) = (self.window, self.max_distance);
+        let tag = key as u32;
+        let bucket = ((key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) & self.bucket_mask) as usize * WAYS;
+        let now = i as u32;
+        // One pass over the bucket with no early exit (cheap to predict): the live entry of
+        // this window if any, else the entry to replace (vacant or expired first, then the
+        // oldest).
+        let mut hit = None;
+        let mut victim = bucket;
+        let mut victim_rank = 0;
+        for way in bucket..bucket + WAYS {
+            let entry = table.get(way).copied().unwrap_or_default();
+            let age = u64::from(now.wrapping_sub(entry.last));
+            let live = entry.count > 0 && age <= max_distance;
+            if live && entry.tag == tag {
+                hit = Some((way, entry, age));
+            }
+            let rank = if live { age } else { u64::MAX };
+            if rank > victim_rank || way == bucket {
+                victim_rank = rank;
+                victim = way;
+            }
+        }
+        let (way, updated) = match hit {
+            None => (
+                victim,
+                Entry {
+                    tag,
+                    last: now,
+                    gap: 0,
+                    count: 1,
+                    _pad: 0,
+                },
+            ),
+            Some((way, entry, age)) if age < window => return (way, entry),
+            Some((way, entry, gap)) => {
+                let span = gap + window;
+                let extends = entry.count >= 2 && gap == u64::from(entry.gap) && i + 1 >= gap + span && {
+                    let power = self.powers.get(span as usize).copied().unwrap_or(0);
+                    self.span_hash(prefix, i - gap, span, power) == self.span_hash(prefix, i, span, power)
+                };
+                let count = if extends { entry.count.saturating_add(1) } else { 2 };
+                (
+                    way,
+                    Entry {
+                        tag,
+                        last: now,
+                        gap: gap as u16,
+                        count,
+                        _pad: 0,
+                    },
+                )
+            }
+        };
+        if let Some(e) = table.get_mut(way) {
+            *e = updated;
+        }
+        (way, updated)
+    }
+
+    /// Hash of the `length` symbols ending at position `end` (inclusive).
+    #[inline(always)]
+    fn span_hash(&self, prefix: &[u64], end: u64, length: u64, power: u64) -> u64 {
+        let at = |n: u64| prefix.get((n & self.mask) as usize).copied().unwrap_or(0);
+        at(end + 1).wrapping_sub(at(end + 1 - length).wrapping_mul(power))
+    }
+}
+
 /// The streaming detector. Feed symbols in any chunking: the verdict is the same.
 #[derive(Clone, Debug)]
 pub struct Chant<S: Symbol> {
@@ -216,12 +299,16 @@ pub struct Chant<S: Symbol> {
     mask: u64,
     table: Vec<Entry>,
     bucket_mask: u64,
-    /// Keys of the previous `ANCHOR_SPAN - 1` windows (NO_KEY for none).
-    recent: [u64; ANCHOR_SPAN - 1],
+    /// Sliding minimum of the previous `SPAN` window keys, by aligned blocks of `SPAN`
+    /// positions: the keys of the current block, the minimum of the current block so far,
+    /// and the suffix minima of the previous block (NO_KEY for none).
+    block: [u64; SPAN],
+    block_min: u64,
+    previous_suffix: [u64; SPAN],
     /// Symbols consumed since the stream started.
     len: u64,
-    /// Non-whitespace symbols in the current window.
-    solid: u64,
+    /// 1 + position of the newest non-whitespace symbol (0: none yet).
+    solid_end: u64,
     event: Option<ChantEvent<S>>,
 }
 
@@ -267,9 +354,11 @@ impl<S: Symbol> Chant<S> {
             mask: (config.history() + 1).next_power_of_two() - 1,
             table: Vec::new(),
             bucket_mask: buckets - 1,
-            recent: [NO_KEY; ANCHOR_SPAN - 1],
+            block: [NO_KEY; SPAN],
+            block_min: NO_KEY,
+            previous_suffix: [NO_KEY; SPAN],
             len: 0,
-            solid: 0,
+            solid_end: 0,
             event: None,
             config,
         }
@@ -319,8 +408,9 @@ impl<S: Symbol> Chant<S> {
         if self.table.is_empty() {
             self.allocate();
         }
-        for symbol in symbols {
-            if let Some(event) = self.push(symbol) {
+        let mut symbols = symbols.into_iter();
+        while let Some((way, chain, i)) = self.scan(&mut symbols) {
+            if let Some(event) = self.confirm(way, chain, i) {
                 self.event = Some(event.clone());
                 return Some(event);
             }
@@ -340,121 +430,103 @@ impl<S: Symbol> Chant<S> {
         (position & self.mask) as usize
     }
 
-    /// Prefix hash of the first `n` symbols (n within the history).
-    #[inline(always)]
-    fn prefix_at(&self, n: u64) -> u64 {
-        self.prefix.get(self.slot(n)).copied().unwrap_or(0)
-    }
-
     #[inline(always)]
     fn symbol_at(&self, position: u64) -> S {
         self.symbols.get(self.slot(position)).copied().unwrap_or_default()
     }
 
-    /// Hash of the `length` symbols ending at position `end` (inclusive).
+    /// Consume symbols until a chain reaches `min_repeats` (returns its table slot, state
+    /// and position) or the input runs out. The hot loop: state lives in locals (so it
+    /// stays in registers) and is written back on return.
     #[inline(always)]
-    fn span_hash(&self, end: u64, length: u64, power: u64) -> u64 {
-        self.prefix_at(end + 1)
-            .wrapping_sub(self.prefix_at(end + 1 - length).wrapping_mul(power))
-    }
-
-    #[inline(always)]
-    fn push(&mut self, symbol: S) -> Option<ChantEvent<S>> {
-        let i = self.len;
-        let window = self.config.window;
-        let value = symbol.key().wrapping_add(self.key.salt);
-        let next_prefix = self.prefix_at(i).wrapping_mul(self.key.base).wrapping_add(value);
-        let slot = self.slot(i);
-        let next_slot = self.slot(i + 1);
-        if let Some(s) = self.symbols.get_mut(slot) {
-            *s = symbol;
-        }
-        if let Some(p) = self.prefix.get_mut(next_slot) {
-            *p = next_prefix;
-        }
-        self.len = i + 1;
-        self.solid += u64::from(!symbol.is_blank());
-        if i >= window {
-            self.solid -= u64::from(!self.symbol_at(i - window).is_blank());
-        }
-        if i + 1 < window {
-            return None;
-        }
-        let key = if self.config.ignore_whitespace && self.solid == 0 {
-            NO_KEY
-        } else {
-            next_prefix.wrapping_sub(self.prefix_at(i + 1 - window).wrapping_mul(self.window_power))
+    fn scan<I: Iterator<Item = S>>(&mut self, symbols: &mut I) -> Option<(usize, Entry, u64)> {
+        let Chant {
+            config,
+            key: hash_key,
+            window_power,
+            powers,
+            symbols: ring,
+            prefix,
+            mask,
+            table,
+            bucket_mask,
+            block,
+            block_min,
+            previous_suffix,
+            len,
+            solid_end,
+            ..
+        } = self;
+        let (window, mask, base, salt, window_power) =
+            (config.window, *mask, hash_key.base, hash_key.salt, *window_power);
+        let skip_blank = config.ignore_whitespace;
+        let chains = Chains {
+            window,
+            max_distance: config.max_distance(),
+            bucket_mask: *bucket_mask,
+            mask,
+            powers,
         };
-        let earlier = self.recent.iter().copied().fold(NO_KEY, u64::min);
-        if let Some(r) = self.recent.get_mut(i as usize % (ANCHOR_SPAN - 1)) {
-            *r = key;
-        }
-        if key == NO_KEY || key > earlier {
-            return None;
-        }
-        let (way, chain) = self.count_occurrence(key, i);
-        if u64::from(chain.count) >= self.config.min_repeats {
-            return self.confirm(way, chain, i);
-        }
-        None
-    }
-
-    /// Update the chain of the window `key` ending at `i`; returns its table slot and state.
-    #[inline(always)]
-    fn count_occurrence(&mut self, key: u64, i: u64) -> (usize, Entry) {
-        let window = self.config.window;
-        let max_distance = self.config.max_distance();
-        let tag = key as u32;
-        let bucket = ((key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) & self.bucket_mask) as usize * WAYS;
-        let now = i as u32;
-        let mut victim = bucket;
-        let mut victim_age = 0;
-        for way in bucket..bucket + WAYS {
-            let Some(entry) = self.table.get(way).copied() else {
-                break;
+        let min_repeats = config.min_repeats;
+        let mut i = *len;
+        let mut last_solid = *solid_end;
+        let mut running_min = *block_min;
+        let mut current = prefix.get((i & mask) as usize).copied().unwrap_or(0);
+        let mut found = None;
+        for symbol in symbols.by_ref() {
+            current = current.wrapping_mul(base).wrapping_add(symbol.key().wrapping_add(salt));
+            if let Some(s) = ring.get_mut((i & mask) as usize) {
+                *s = symbol;
+            }
+            if let Some(p) = prefix.get_mut(((i + 1) & mask) as usize) {
+                *p = current;
+            }
+            i += 1;
+            // Branch-free: whitespace is frequent and irregular in text.
+            let solid_mask = u64::from(!symbol.is_blank()).wrapping_neg();
+            last_solid = (i & solid_mask) | (last_solid & !solid_mask);
+            if i < window {
+                continue;
+            }
+            // The window ending here is symbols i - window .. i - 1.
+            let key = if skip_blank && last_solid <= i - window {
+                NO_KEY
+            } else {
+                let before = prefix.get(((i - window) & mask) as usize).copied().unwrap_or(0);
+                current.wrapping_sub(before.wrapping_mul(window_power))
             };
-            let age = u64::from(now.wrapping_sub(entry.last));
-            let live = entry.count > 0 && age <= max_distance;
-            if live && entry.tag == tag {
-                if age < window {
-                    return (way, entry);
-                }
-                let gap = age;
-                let span = gap + window;
-                let extends = entry.count >= 2 && gap == u64::from(entry.gap) && i + 1 >= gap + span && {
-                    let power = self.powers.get(span as usize).copied().unwrap_or(0);
-                    self.span_hash(i - gap, span, power) == self.span_hash(i, span, power)
-                };
-                let updated = Entry {
-                    tag,
-                    last: now,
-                    gap: gap as u16,
-                    count: if extends { entry.count.saturating_add(1) } else { 2 },
-                    _pad: 0,
-                };
-                if let Some(e) = self.table.get_mut(way) {
-                    *e = updated;
-                }
-                return (way, updated);
+            // Minimum of the previous SPAN keys: the rest of the previous block, then the
+            // current block so far.
+            let position = (i - 1) as usize % SPAN;
+            let earlier = previous_suffix
+                .get(position)
+                .copied()
+                .unwrap_or(NO_KEY)
+                .min(running_min);
+            if let Some(k) = block.get_mut(position) {
+                *k = key;
             }
-            // Vacant and expired entries are the first to go, then the oldest.
-            let age_rank = if live { age } else { u64::MAX };
-            if age_rank > victim_age || way == bucket {
-                victim_age = age_rank;
-                victim = way;
+            running_min = running_min.min(key);
+            if position == SPAN - 1 {
+                let mut suffix = NO_KEY;
+                for (k, out) in block.iter().zip(previous_suffix.iter_mut()).rev() {
+                    suffix = suffix.min(*k);
+                    *out = suffix;
+                }
+                running_min = NO_KEY;
+            }
+            if key != NO_KEY && key <= earlier {
+                let (way, chain) = chains.count(table, prefix, key, i - 1);
+                if u64::from(chain.count) >= min_repeats {
+                    found = Some((way, chain, i - 1));
+                    break;
+                }
             }
         }
-        let fresh = Entry {
-            tag,
-            last: now,
-            gap: 0,
-            count: 1,
-            _pad: 0,
-        };
-        if let Some(e) = self.table.get_mut(victim) {
-            *e = fresh;
-        }
-        (victim, fresh)
+        *len = i;
+        *solid_end = last_solid;
+        *block_min = running_min;
+        found
     }
 
     /// Check the chain ending at `i` against the real symbols; on success build the event
