@@ -1,6 +1,6 @@
 """Type stubs of the compiled ``doomloop._core`` extension module (the Rust engine)."""
 
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Iterable, Optional, Tuple
 
 __version__: str
 MAX_DEPTH: int
@@ -82,3 +82,10 @@ class ChantEngine:
     @property
     def history_size(self) -> int:
         """Symbols of history kept (the memory bound)."""
+
+class TextGuard:
+    """The iterator behind :func:`doomloop.guard_stream` (use that function)."""
+
+    def __new__(cls, source: Iterable[str], detector: ChantEngine, exception: Optional[Callable[[Any], BaseException]] = None) -> "TextGuard": ...
+    def __iter__(self) -> "TextGuard": ...
+    def __next__(self) -> str: ...

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Literal, Optional, TypeVar
 
+from ._core import TextGuard
 from .chant import ChantDetector, ChantingDetected
 
 __all__ = ["guard_chat_stream", "guard_chat_stream_async", "guard_stream", "guard_stream_async"]
@@ -44,17 +45,6 @@ def chat_content(chunk: Any) -> Optional[str]:
     delta = _field(choices[0], "delta")
     content = None if delta is None else _field(delta, "content")
     return content if isinstance(content, str) else None
-
-
-def _guard_text(chunks: Iterable[str], detector: ChantDetector, raise_: bool) -> Iterator[str]:
-    # The plain-text loop has no per-chunk function call besides `feed`: it is the hot path.
-    feed = detector.feed
-    iterator = iter(chunks)
-    for chunk in iterator:
-        if feed(chunk) is not None:
-            _stop(iterator, detector, raise_)
-            return
-        yield chunk
 
 
 def _guard_chat(chunks: Iterable[T], detector: ChantDetector, raise_: bool) -> Iterator[T]:
@@ -102,7 +92,8 @@ def guard_stream(chunks: Iterable[str], detector: Optional[ChantDetector] = None
     :class:`ChantDetector`) finds chanting; then raise or stop as ``on_chant`` says.
     A chunk that is not a str raises TypeError."""
     checked = _checked(detector, on_chant)
-    return _guard_text(chunks, checked, on_chant == "raise")
+    # The hot path is a Rust iterator: no Python frame per chunk.
+    return TextGuard(chunks, checked, ChantingDetected if on_chant == "raise" else None)
 
 
 def guard_stream_async(chunks: AsyncIterable[str], detector: Optional[ChantDetector] = None, *, on_chant: OnChant = "raise") -> AsyncIterator[str]:

@@ -5,13 +5,14 @@
 //! `CHANT_DETACH_THRESHOLD` symbols are scanned with the interpreter released, so other
 //! threads keep running; the Python event factory is only called with the lock released.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use doomloop_engine::chant::{Chant, ChantConfig, ChantEvent, HashKey, Token};
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyIterator, PyString, PyTuple};
 
 /// Chunks at least this long (UTF-8 bytes of a str, or tokens) are scanned with the
 /// interpreter lock released.
@@ -284,5 +285,62 @@ impl ChantEngine {
     #[getter]
     fn history_size(&self) -> u64 {
         self.config.history()
+    }
+}
+
+/// The iterator behind `doomloop.guard_stream`: yields text chunks unchanged, feeding each
+/// to a `ChantDetector`; on a chant it closes the source and raises `exception(event)` (or,
+/// without an exception type, stops). Written in Rust so the guard adds no Python frame.
+#[pyclass(module = "doomloop._core", frozen)]
+pub struct TextGuard {
+    source: Py<PyIterator>,
+    detector: Py<ChantEngine>,
+    exception: Option<Py<PyAny>>,
+    finished: AtomicBool,
+}
+
+#[pymethods]
+impl TextGuard {
+    #[new]
+    #[pyo3(signature = (source, detector, exception = None))]
+    fn new(
+        source: &Bound<'_, PyAny>,
+        detector: &Bound<'_, ChantEngine>,
+        exception: Option<Py<PyAny>>,
+    ) -> PyResult<Self> {
+        Ok(TextGuard {
+            source: source.try_iter()?.unbind(),
+            detector: detector.clone().unbind(),
+            exception,
+            finished: AtomicBool::new(false),
+        })
+    }
+
+    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __next__(slf: &Bound<'_, Self>) -> PyResult<Option<Py<PyAny>>> {
+        let py = slf.py();
+        let guard = slf.get();
+        if guard.finished.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        let Some(chunk) = guard.source.bind(py).clone().next().transpose()? else {
+            guard.finished.store(true, Ordering::Release);
+            return Ok(None);
+        };
+        let Some(event) = ChantEngine::feed(guard.detector.bind(py), &chunk)? else {
+            return Ok(Some(chunk.unbind()));
+        };
+        guard.finished.store(true, Ordering::Release);
+        let source = guard.source.bind(py);
+        if source.hasattr("close")? {
+            source.call_method0("close")?;
+        }
+        match &guard.exception {
+            Some(exception) => Err(PyErr::from_value(exception.bind(py).call1((event,))?)),
+            None => Ok(None),
+        }
     }
 }

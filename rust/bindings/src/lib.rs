@@ -16,7 +16,7 @@ mod _core {
     use crate::session::SessionEngine;
 
     #[pymodule_export]
-    use crate::chant::ChantEngine;
+    use crate::chant::{ChantEngine, TextGuard};
 
     #[pymodule_export]
     const CHANT_DETACH_THRESHOLD: usize = crate::chant::CHANT_DETACH_THRESHOLD;
