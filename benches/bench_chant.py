@@ -70,13 +70,13 @@ def test_feed_64k_chunks(benchmark: Any) -> None:
 
 
 def test_praisonai_record_response_64k_chunks(benchmark: Any) -> None:
-    from praisonaiagents.escalation.doom_loop import DoomLoopDetector as Reference
+    from praisonaiagents.escalation.doom_loop import DoomLoopDetector as Reference  # type: ignore[import-untyped]
 
     def run() -> bool:
         reference = Reference()
         for chunk in CHUNKS:
             reference.record_response(chunk)
-        return reference.is_doom_loop()
+        return bool(reference.is_doom_loop())
 
     benchmark.group = "64 KiB chunks, 8 MiB of prose and code"
     benchmark.pedantic(run, rounds=3, warmup_rounds=0)

@@ -3,7 +3,7 @@ rule's statement for the property tests: exact window and span comparisons, no t
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 M64 = (1 << 64) - 1
 ANCHOR_SPAN = 9
@@ -43,7 +43,7 @@ def model(
         prefix.append((prefix[-1] * base + x + salt) & M64)
     base_w = pow(base, window, 1 << 64)
     keys: List[Optional[int]] = []
-    chains = {}  # window -> [last counted position, gap, count]
+    chains: Dict[Tuple[int, ...], List[int]] = {}  # window -> [last counted, gap, count]
     for i in range(window - 1, len(symbols)):
         w = tuple(symbols[i - window + 1 : i + 1])
         if ignore_whitespace and all(blank(c) for c in w):

@@ -10,7 +10,9 @@ import random
 import sysconfig
 from pathlib import Path
 
-from doomloop import ChantDetector
+from typing import Optional
+
+from doomloop import ChantDetector, ChantEvent
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
@@ -22,7 +24,7 @@ EXPLAINED = {
 }
 
 
-def scan(text: str) -> object:
+def scan(text: str) -> Optional[ChantEvent]:
     return ChantDetector().feed(text)
 
 
@@ -38,6 +40,7 @@ def test_standard_library_sources() -> None:
     assert set(alarms) <= set(EXPLAINED), sorted(set(alarms) - set(EXPLAINED))
     for path, event in alarms.values():
         text = path.read_text(encoding="utf-8")
+        assert event.period is not None
         unit = text[event.start : event.start + event.period]
         line_start = text.rfind("\n", 0, event.end - event.period) + 1
         line = text[line_start : text.index("\n", line_start) + 1]

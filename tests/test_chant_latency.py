@@ -58,7 +58,7 @@ def test_chant_is_caught_within_the_bound_however_split(period: int) -> None:
     whole = detector.feed(text)
     assert whole is not None, f"period {period} not caught"
     assert whole.end - start <= bound, (whole.end - start, bound)
-    assert period % whole.period == 0
+    assert whole.period is not None and period % whole.period == 0
     assert whole.start <= start
     repeated = text[whole.start : whole.end]
     assert all(repeated[j] == repeated[j - whole.period] for j in range(whole.period, len(repeated)))

@@ -1,6 +1,10 @@
 """Type stubs of the compiled ``doomloop._core`` extension module (the Rust engine)."""
 
-from typing import Any, Callable, Iterable, Optional, Tuple
+from typing import Any, Callable, Iterable, Optional, Tuple, final
+
+from typing_extensions import disjoint_base
+
+from .chant import ChantEvent
 
 __version__: str
 MAX_DEPTH: int
@@ -56,6 +60,7 @@ CHANT_DETACH_THRESHOLD: int
 """Text chunks of at least this many UTF-8 bytes, and token arrays of at least this many
 tokens, are scanned with the interpreter lock released."""
 
+@disjoint_base
 class ChantEngine:
     """Rust state behind :class:`doomloop.ChantDetector` (use that class)."""
 
@@ -68,10 +73,10 @@ class ChantEngine:
         max_period: int = 1000,
         _hash_key: Optional[Tuple[int, int]] = None,
     ) -> "ChantEngine": ...
-    def feed(self, text: str, /) -> Any:
+    def feed(self, text: str, /) -> Optional[ChantEvent]:
         """Feed one chunk of text; returns a ``ChantEvent`` when chanting is found in it,
         else None. A non-str raises TypeError."""
-    def feed_tokens(self, tokens: Any, /) -> Any:
+    def feed_tokens(self, tokens: Any, /) -> Optional[ChantEvent]:
         """Feed a 1-D numpy array of token ids (int32, int64 or uint32), read without
         copying; returns a ``ChantEvent`` when chanting is found in it, else None."""
     def reset(self) -> None:
@@ -83,6 +88,7 @@ class ChantEngine:
     def history_size(self) -> int:
         """Symbols of history kept (the memory bound)."""
 
+@final
 class TextGuard:
     """The iterator behind :func:`doomloop.guard_stream` (use that function)."""
 

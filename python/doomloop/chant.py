@@ -29,7 +29,7 @@ start, however the text is split into chunks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union, cast
 
 from ._core import CHANT_DETACH_THRESHOLD, ChantEngine
 from ._validate import boolean, positive_int
@@ -124,7 +124,7 @@ class ChantDetector(ChantEngine):
         positive_int(_OWNER, "max_repeated_chunks", max_repeated_chunks)
         positive_int(_OWNER, "max_period", max_period)
         boolean(_OWNER, "ignore_whitespace", ignore_whitespace)
-        self = super().__new__(
+        engine = super().__new__(
             cls,
             content_chunk_size,
             max_repeated_chunks,
@@ -132,6 +132,7 @@ class ChantDetector(ChantEngine):
             max_period=max_period,
             _hash_key=_hash_key,
         )
+        self = cast("ChantDetector", engine)
         self.event = None
         return self
 

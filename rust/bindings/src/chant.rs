@@ -203,6 +203,7 @@ impl ChantEngine {
     }
 
     /// Feed one chunk of text; returns a `ChantEvent` when chanting is found in this chunk.
+    #[pyo3(signature = (text, /))]
     fn feed(slf: &Bound<'_, Self>, text: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
         let text = Text::read(text, "text")?;
         let engine = slf.get();
@@ -223,6 +224,7 @@ impl ChantEngine {
     }
 
     /// Feed a 1-D numpy array of token ids (int32, int64 or uint32), read without copying.
+    #[pyo3(signature = (tokens, /))]
     fn feed_tokens(slf: &Bound<'_, Self>, tokens: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
         let py = slf.py();
         let engine = slf.get();
