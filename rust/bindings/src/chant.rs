@@ -87,6 +87,9 @@ enum Stream {
     Fresh,
     Text(Chant<u32>),
     Tokens(Chant<Token>),
+    /// Reset: the old detector is kept for reuse (no reallocation) if the next stream is of
+    /// the same kind.
+    Reset(Box<Stream>),
 }
 
 /// An event ready for the Python factory: (start, end, period, count, window).
@@ -107,9 +110,11 @@ impl ChantEngine {
     }
 
     fn text_chant<'a>(&self, stream: &'a mut Stream) -> PyResult<&'a mut Chant<u32>> {
-        if let Stream::Fresh = stream {
-            *stream = Stream::Text(Chant::with_key(self.config, self.key));
-        }
+        *stream = match std::mem::replace(stream, Stream::Fresh) {
+            Stream::Reset(old) if matches!(*old, Stream::Text(_)) => *old,
+            Stream::Fresh | Stream::Reset(_) => Stream::Text(Chant::with_key(self.config, self.key)),
+            other => other,
+        };
         match stream {
             Stream::Text(chant) => Ok(chant),
             _ => Err(PyValueError::new_err(
@@ -137,9 +142,11 @@ impl ChantEngine {
     }
 
     fn token_chant<'a>(&self, stream: &'a mut Stream) -> PyResult<&'a mut Chant<Token>> {
-        if let Stream::Fresh = stream {
-            *stream = Stream::Tokens(Chant::with_key(self.config, self.key));
-        }
+        *stream = match std::mem::replace(stream, Stream::Fresh) {
+            Stream::Reset(old) if matches!(*old, Stream::Tokens(_)) => *old,
+            Stream::Fresh | Stream::Reset(_) => Stream::Tokens(Chant::with_key(self.config, self.key)),
+            other => other,
+        };
         match stream {
             Stream::Tokens(chant) => Ok(chant),
             _ => Err(PyValueError::new_err(
@@ -269,7 +276,18 @@ impl ChantEngine {
 
     /// Forget the stream (text or tokens) and any chant found; start afresh.
     fn reset(&self) {
-        *self.lock() = Stream::Fresh;
+        let mut stream = self.lock();
+        *stream = match std::mem::replace(&mut *stream, Stream::Fresh) {
+            Stream::Text(mut chant) => {
+                chant.reset();
+                Stream::Reset(Box::new(Stream::Text(chant)))
+            }
+            Stream::Tokens(mut chant) => {
+                chant.reset();
+                Stream::Reset(Box::new(Stream::Tokens(chant)))
+            }
+            other => other,
+        };
     }
 
     /// Characters or tokens consumed since creation or `reset()` (it stops growing once
@@ -277,7 +295,7 @@ impl ChantEngine {
     #[getter]
     fn position(&self) -> u64 {
         match &*self.lock() {
-            Stream::Fresh => 0,
+            Stream::Fresh | Stream::Reset(_) => 0,
             Stream::Text(chant) => chant.position(),
             Stream::Tokens(chant) => chant.position(),
         }

@@ -209,6 +209,7 @@ struct Chains<'a> {
     max_distance: u64,
     bucket_mask: u64,
     mask: u64,
+    origin: u64,
     powers: &'a [u64],
 }
 
@@ -253,7 +254,7 @@ impl Chains<'_> {
             Some((way, entry, age)) if age < window => return (way, entry),
             Some((way, entry, gap)) => {
                 let span = gap + window;
-                let extends = entry.count >= 2 && gap == u64::from(entry.gap) && i + 1 >= gap + span && {
+                let extends = entry.count >= 2 && gap == u64::from(entry.gap) && i + 1 - self.origin >= gap + span && {
                     let power = self.powers.get(span as usize).copied().unwrap_or(0);
                     self.span_hash(prefix, i - gap, span, power) == self.span_hash(prefix, i, span, power)
                 };
@@ -305,9 +306,12 @@ pub struct Chant<S: Symbol> {
     block: [u64; SPAN],
     block_min: u64,
     previous_suffix: [u64; SPAN],
-    /// Symbols consumed since the stream started.
+    /// Absolute position where the current stream started. A reset moves it past every
+    /// position a table entry could still chain to, so the table never needs clearing.
+    origin: u64,
+    /// Absolute position of the next symbol.
     len: u64,
-    /// 1 + position of the newest non-whitespace symbol (0: none yet).
+    /// 1 + absolute position of the newest non-whitespace symbol (`origin`: none yet).
     solid_end: u64,
     event: Option<ChantEvent<S>>,
 }
@@ -357,6 +361,7 @@ impl<S: Symbol> Chant<S> {
             block: [NO_KEY; SPAN],
             block_min: NO_KEY,
             previous_suffix: [NO_KEY; SPAN],
+            origin: 0,
             len: 0,
             solid_end: 0,
             event: None,
@@ -370,7 +375,7 @@ impl<S: Symbol> Chant<S> {
 
     /// Symbols consumed since the stream started (stops growing once chanting is found).
     pub fn position(&self) -> u64 {
-        self.len
+        self.len - self.origin
     }
 
     /// The chant found, if any (kept until `reset`).
@@ -381,14 +386,15 @@ impl<S: Symbol> Chant<S> {
     /// Forget everything and start a new stream (allocations and the hash key are kept, so
     /// the same text gives the same event again).
     pub fn reset(&mut self) {
-        let key = self.key;
-        *self = Chant {
-            symbols: std::mem::take(&mut self.symbols),
-            prefix: std::mem::take(&mut self.prefix),
-            table: std::mem::take(&mut self.table),
-            ..Self::with_key(self.config, key)
-        };
-        self.table.fill(Entry::default());
+        // O(1): entries of the old stream are all older than `max_distance` from here on.
+        let origin = self.len + self.config.max_distance() + 1;
+        self.origin = origin;
+        self.len = origin;
+        self.solid_end = origin;
+        self.block = [NO_KEY; SPAN];
+        self.block_min = NO_KEY;
+        self.previous_suffix = [NO_KEY; SPAN];
+        self.event = None;
     }
 
     /// Bytes of heap this detector holds (for tests of the memory bound).
@@ -453,10 +459,12 @@ impl<S: Symbol> Chant<S> {
             block,
             block_min,
             previous_suffix,
+            origin,
             len,
             solid_end,
             ..
         } = self;
+        let origin = *origin;
         let (window, mask, base, salt, window_power) =
             (config.window, *mask, hash_key.base, hash_key.salt, *window_power);
         let skip_blank = config.ignore_whitespace;
@@ -465,6 +473,7 @@ impl<S: Symbol> Chant<S> {
             max_distance: config.max_distance(),
             bucket_mask: *bucket_mask,
             mask,
+            origin,
             powers,
         };
         let min_repeats = config.min_repeats;
@@ -485,7 +494,7 @@ impl<S: Symbol> Chant<S> {
             // Branch-free: whitespace is frequent and irregular in text.
             let solid_mask = u64::from(!symbol.is_blank()).wrapping_neg();
             last_solid = (i & solid_mask) | (last_solid & !solid_mask);
-            if i < window {
+            if i - origin < window {
                 continue;
             }
             // The window ending here is symbols i - window .. i - 1.
@@ -537,7 +546,8 @@ impl<S: Symbol> Chant<S> {
         let count = u64::from(chain.count);
         let gap = u64::from(chain.gap);
         let first = (i + 1).checked_sub(window + (count - 1) * gap);
-        let Some(first) = first.filter(|&f| count < 2 || self.is_periodic(f, i, gap)) else {
+        let valid = |&f: &u64| f >= self.origin && (count < 2 || self.is_periodic(f, i, gap));
+        let Some(first) = first.filter(valid) else {
             if let Some(e) = self.table.get_mut(way) {
                 *e = Entry {
                     gap: 0,
@@ -553,7 +563,7 @@ impl<S: Symbol> Chant<S> {
             None
         };
         // Extend the start back while the text keeps the period (within the history).
-        let floor = (i + 1).saturating_sub(self.config.history());
+        let floor = (i + 1).saturating_sub(self.config.history()).max(self.origin);
         let mut start = first;
         if let Some(q) = period {
             while start > floor && self.symbol_at(start - 1) == self.symbol_at(start - 1 + q) {
@@ -562,8 +572,8 @@ impl<S: Symbol> Chant<S> {
         }
         let window_symbols = (i + 1 - window..=i).map(|p| self.symbol_at(p)).collect();
         Some(ChantEvent {
-            start,
-            end: i + 1,
+            start: start - self.origin,
+            end: i + 1 - self.origin,
             period,
             count,
             window: window_symbols,
