@@ -477,6 +477,11 @@ impl<S: Symbol> Chant<S> {
             powers,
         };
         let min_repeats = config.min_repeats;
+        // Views of exactly `mask + 1` items, so masked indexes need no bounds checks.
+        let size = mask as usize + 1;
+        let (Some(ring), Some(prefix)) = (ring.get_mut(..size), prefix.get_mut(..size)) else {
+            return None;
+        };
         let mut i = *len;
         let mut last_solid = *solid_end;
         let mut running_min = *block_min;
