@@ -715,6 +715,24 @@ mod tests {
     }
 
     #[test]
+    fn reset_starts_a_new_stream_without_clearing_the_table() {
+        let unit = text("one two three four five six seven. ");
+        let half: Vec<u32> = unit.iter().copied().cycle().take(unit.len() * 8).collect();
+        let mut chant = Chant::<u32>::new(ChantConfig::default());
+        for _ in 0..50 {
+            // Each stream alone is too short to chant; together they would be.
+            assert_eq!(chant.feed(half.iter().copied()), None);
+            chant.reset();
+            assert_eq!(chant.position(), 0);
+        }
+        let whole: Vec<u32> = unit.iter().copied().cycle().take(unit.len() * 30).collect();
+        let first = chant.feed(whole.iter().copied()).expect("chant");
+        chant.reset();
+        assert_eq!(chant.feed(whole.iter().copied()), Some(first.clone()));
+        assert_eq!((first.start, first.period), (0, Some(unit.len() as u64)));
+    }
+
+    #[test]
     fn single_repeat_fires_on_the_first_window() {
         let event = detect(small(5, 1), "abcdefgh").expect("any window");
         assert_eq!((event.start, event.end, event.period), (0, 5, None));
