@@ -33,6 +33,8 @@ pub const MAX_HISTORY: u64 = 1 << 21;
 /// A window is an anchor when its key is the smallest of this many consecutive windows.
 pub const ANCHOR_SPAN: usize = SPAN + 1;
 const SPAN: usize = 8;
+/// Symbols hashed per pass of the scan.
+const BATCH: usize = 256;
 
 /// Largest chain distance the compact table entries can hold.
 const MAX_DISTANCE: u64 = u16::MAX as u64;
@@ -415,13 +417,20 @@ impl<S: Symbol> Chant<S> {
             self.allocate();
         }
         let mut symbols = symbols.into_iter();
-        while let Some((way, chain, i)) = self.scan(&mut symbols) {
-            if let Some(event) = self.confirm(way, chain, i) {
+        let mut keys = [NO_KEY; BATCH];
+        loop {
+            // Two passes per batch, each a tight loop with few live values: hash the windows,
+            // then pick the anchors and update their chains.
+            let first = self.len;
+            let n = self.hash_batch(&mut symbols, &mut keys);
+            if n == 0 {
+                return None;
+            }
+            if let Some(event) = self.count_anchors(first, keys.get(..n).unwrap_or_default()) {
                 self.event = Some(event.clone());
                 return Some(event);
             }
         }
-        None
     }
 
     fn allocate(&mut self) {
@@ -441,53 +450,38 @@ impl<S: Symbol> Chant<S> {
         self.symbols.get(self.slot(position)).copied().unwrap_or_default()
     }
 
-    /// Consume symbols until a chain reaches `min_repeats` (returns its table slot, state
-    /// and position) or the input runs out. The hot loop: state lives in locals (so it
-    /// stays in registers) and is written back on return.
+    /// Consume up to `BATCH` symbols into the history; `keys[k]` is the key of the window
+    /// ending at the k-th of them (NO_KEY: no window yet, or whitespace only). Returns how
+    /// many were consumed.
     #[inline(always)]
-    fn scan<I: Iterator<Item = S>>(&mut self, symbols: &mut I) -> Option<(usize, Entry, u64)> {
+    fn hash_batch<I: Iterator<Item = S>>(&mut self, symbols: &mut I, keys: &mut [u64; BATCH]) -> usize {
         let Chant {
             config,
             key: hash_key,
             window_power,
-            powers,
             symbols: ring,
             prefix,
             mask,
-            table,
-            bucket_mask,
-            block,
-            block_min,
-            previous_suffix,
             origin,
             len,
             solid_end,
             ..
         } = self;
-        let origin = *origin;
         let (window, mask, base, salt, window_power) =
             (config.window, *mask, hash_key.base, hash_key.salt, *window_power);
         let skip_blank = config.ignore_whitespace;
-        let chains = Chains {
-            window,
-            max_distance: config.max_distance(),
-            bucket_mask: *bucket_mask,
-            mask,
-            origin,
-            powers,
-        };
-        let min_repeats = config.min_repeats;
+        let first_window = *origin + window;
         // Views of exactly `mask + 1` items, so masked indexes need no bounds checks.
         let size = mask as usize + 1;
         let (Some(ring), Some(prefix)) = (ring.get_mut(..size), prefix.get_mut(..size)) else {
-            return None;
+            return 0;
         };
         let mut i = *len;
         let mut last_solid = *solid_end;
-        let mut running_min = *block_min;
         let mut current = prefix.get((i & mask) as usize).copied().unwrap_or(0);
-        let mut found = None;
-        for symbol in symbols.by_ref() {
+        let mut n = 0;
+        // Keys first: zip must not pull a symbol it has no slot for.
+        for (out, symbol) in keys.iter_mut().zip(symbols.by_ref()) {
             current = current.wrapping_mul(base).wrapping_add(symbol.key().wrapping_add(salt));
             if let Some(s) = ring.get_mut((i & mask) as usize) {
                 *s = symbol;
@@ -496,51 +490,73 @@ impl<S: Symbol> Chant<S> {
                 *p = current;
             }
             i += 1;
+            n += 1;
             // Branch-free: whitespace is frequent and irregular in text.
             let solid_mask = u64::from(!symbol.is_blank()).wrapping_neg();
             last_solid = (i & solid_mask) | (last_solid & !solid_mask);
-            if i - origin < window {
-                continue;
-            }
             // The window ending here is symbols i - window .. i - 1.
-            let key = if skip_blank && last_solid <= i - window {
-                NO_KEY
-            } else {
-                let before = prefix.get(((i - window) & mask) as usize).copied().unwrap_or(0);
-                current.wrapping_sub(before.wrapping_mul(window_power))
-            };
+            let before = prefix
+                .get((i.wrapping_sub(window) & mask) as usize)
+                .copied()
+                .unwrap_or(0);
+            let key = current.wrapping_sub(before.wrapping_mul(window_power));
+            let no_window = i < first_window || (skip_blank && last_solid <= i - window);
+            *out = if no_window { NO_KEY } else { key };
+        }
+        *len = i;
+        *solid_end = last_solid;
+        n
+    }
+
+    /// Pick the anchors among the windows ending at `first..first + keys.len()` and update
+    /// their chains; returns the event if one is confirmed (the stream then stops there).
+    #[inline(always)]
+    fn count_anchors(&mut self, first: u64, keys: &[u64]) -> Option<ChantEvent<S>> {
+        let mut running_min = self.block_min;
+        for (position, &key) in (first..).zip(keys) {
             // Minimum of the previous SPAN keys: the rest of the previous block, then the
             // current block so far.
-            let position = (i - 1) as usize % SPAN;
-            let earlier = previous_suffix
-                .get(position)
+            let offset = position as usize % SPAN;
+            let earlier = self
+                .previous_suffix
+                .get(offset)
                 .copied()
                 .unwrap_or(NO_KEY)
                 .min(running_min);
-            if let Some(k) = block.get_mut(position) {
+            if let Some(k) = self.block.get_mut(offset) {
                 *k = key;
             }
             running_min = running_min.min(key);
-            if position == SPAN - 1 {
+            if offset == SPAN - 1 {
                 let mut suffix = NO_KEY;
-                for (k, out) in block.iter().zip(previous_suffix.iter_mut()).rev() {
+                for (k, out) in self.block.iter().zip(self.previous_suffix.iter_mut()).rev() {
                     suffix = suffix.min(*k);
                     *out = suffix;
                 }
                 running_min = NO_KEY;
             }
-            if key != NO_KEY && key <= earlier {
-                let (way, chain) = chains.count(table, prefix, key, i - 1);
-                if u64::from(chain.count) >= min_repeats {
-                    found = Some((way, chain, i - 1));
-                    break;
+            if key == NO_KEY || key > earlier {
+                continue;
+            }
+            let chains = Chains {
+                window: self.config.window,
+                max_distance: self.config.max_distance(),
+                bucket_mask: self.bucket_mask,
+                mask: self.mask,
+                origin: self.origin,
+                powers: &self.powers,
+            };
+            let (way, chain) = chains.count(&mut self.table, &self.prefix, key, position);
+            if u64::from(chain.count) >= self.config.min_repeats {
+                if let Some(event) = self.confirm(way, chain, position) {
+                    // The chant ends here: symbols after it in this batch are not counted.
+                    self.len = position + 1;
+                    return Some(event);
                 }
             }
         }
-        *len = i;
-        *solid_end = last_solid;
-        *block_min = running_min;
-        found
+        self.block_min = running_min;
+        None
     }
 
     /// Check the chain ending at `i` against the real symbols; on success build the event
