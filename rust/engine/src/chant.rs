@@ -357,7 +357,8 @@ impl<S: Symbol> Chant<S> {
             powers,
             symbols: Vec::new(),
             prefix: Vec::new(),
-            mask: (config.history() + 1).next_power_of_two() - 1,
+            // A batch is hashed before its anchors are counted: room for it beyond the history.
+            mask: (config.history() + BATCH as u64 + 1).next_power_of_two() - 1,
             table: Vec::new(),
             bucket_mask: buckets - 1,
             block: [NO_KEY; SPAN],
@@ -753,6 +754,15 @@ mod tests {
         let event = detect(small(5, 1), "abcdefgh").expect("any window");
         assert_eq!((event.start, event.end, event.period), (0, 5, None));
         assert_eq!(event.window, text("abcde"));
+        // A history smaller than a scan batch keeps the window it reports.
+        let tiny = ChantConfig {
+            window: 1,
+            min_repeats: 1,
+            max_period: 1,
+            ignore_whitespace: false,
+        };
+        let event = detect(tiny, "aaaa ").expect("any window");
+        assert_eq!((event.end, event.window), (1, text("a")));
     }
 
     /// A symbol whose hash key is constant: every window collides with every other.
