@@ -49,7 +49,8 @@ def model(
         if ignore_whitespace and all(blank(c) for c in w):
             key = None
         else:
-            key = (prefix[i + 1] - prefix[i + 1 - window] * base_w) & M64
+            # 2**64 - 1 means "no key" in the engine; a real key of that value counts as one less.
+            key = min((prefix[i + 1] - prefix[i + 1 - window] * base_w) & M64, M64 - 1)
         earlier = [k for k in keys[-(ANCHOR_SPAN - 1) :] if k is not None]
         keys.append(key)
         if key is None or any(key > k for k in earlier):

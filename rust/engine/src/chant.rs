@@ -500,7 +500,8 @@ impl<S: Symbol> Chant<S> {
                 .get((i.wrapping_sub(window) & mask) as usize)
                 .copied()
                 .unwrap_or(0);
-            let key = current.wrapping_sub(before.wrapping_mul(window_power));
+            // NO_KEY is reserved for "no window": a real key of that value counts as one less.
+            let key = current.wrapping_sub(before.wrapping_mul(window_power)).min(NO_KEY - 1);
             let no_window = i < first_window || (skip_blank && last_solid <= i - window);
             *out = if no_window { NO_KEY } else { key };
         }
