@@ -83,10 +83,13 @@ impl Symbol for Token {
 #[inline(always)]
 pub fn is_white_space(c: u32) -> bool {
     const ASCII: u64 = (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12) | (1 << 13) | (1 << 32);
-    if c < 64 {
-        return (ASCII >> c) & 1 == 1;
+    // No branch on `c < 64`: text mixes letters with spaces and punctuation unpredictably.
+    let low = (ASCII >> (c & 63)) & u64::from(c < 64);
+    if c < 0x85 {
+        low == 1
+    } else {
+        char::from_u32(c).is_some_and(char::is_whitespace)
     }
-    c >= 0x85 && char::from_u32(c).is_some_and(char::is_whitespace)
 }
 
 /// Settings of a detector.
