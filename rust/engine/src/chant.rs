@@ -305,6 +305,8 @@ pub struct Chant<S: Symbol> {
     mask: u64,
     table: Vec<Entry>,
     bucket_mask: u64,
+    /// Window keys of the batch being scanned (`BATCH` items, allocated with the history).
+    keys: Vec<u64>,
     /// Sliding minimum of the previous `SPAN` window keys, by aligned blocks of `SPAN`
     /// positions: the keys of the current block, the minimum of the current block so far,
     /// and the suffix minima of the previous block (NO_KEY for none).
@@ -364,6 +366,7 @@ impl<S: Symbol> Chant<S> {
             mask: (config.history() + BATCH as u64 + 1).next_power_of_two() - 1,
             table: Vec::new(),
             bucket_mask: buckets - 1,
+            keys: Vec::new(),
             block: [NO_KEY; SPAN],
             block_min: NO_KEY,
             previous_suffix: [NO_KEY; SPAN],
@@ -409,6 +412,7 @@ impl<S: Symbol> Chant<S> {
             + self.symbols.capacity() * std::mem::size_of::<S>()
             + self.prefix.capacity() * 8
             + self.table.capacity() * std::mem::size_of::<Entry>()
+            + self.keys.capacity() * 8
     }
 
     /// Feed symbols; returns the event when chanting is found during this call. After that
@@ -421,17 +425,26 @@ impl<S: Symbol> Chant<S> {
             self.allocate();
         }
         let mut symbols = symbols.into_iter();
-        let mut keys = [NO_KEY; BATCH];
+        // Taken out of `self` for the call (a pointer swap): the passes borrow `self`.
+        let mut keys = std::mem::take(&mut self.keys);
+        let found = self.scan(&mut symbols, &mut keys);
+        self.keys = keys;
+        if let Some(event) = &found {
+            self.event = Some(event.clone());
+        }
+        found
+    }
+
+    fn scan<I: Iterator<Item = S>>(&mut self, symbols: &mut I, keys: &mut [u64]) -> Option<ChantEvent<S>> {
         loop {
             // Two passes per batch, each a tight loop with few live values: hash the windows,
             // then pick the anchors and update their chains.
             let first = self.len;
-            let n = self.hash_batch(&mut symbols, &mut keys);
+            let n = self.hash_batch(symbols, keys);
             if n == 0 {
                 return None;
             }
             if let Some(event) = self.count_anchors(first, keys.get(..n).unwrap_or_default()) {
-                self.event = Some(event.clone());
                 return Some(event);
             }
         }
@@ -442,6 +455,7 @@ impl<S: Symbol> Chant<S> {
         self.symbols = vec![S::default(); size];
         self.prefix = vec![0; size];
         self.table = vec![Entry::default(); (self.bucket_mask as usize + 1) * WAYS];
+        self.keys = vec![NO_KEY; BATCH];
     }
 
     #[inline(always)]
@@ -458,7 +472,7 @@ impl<S: Symbol> Chant<S> {
     /// ending at the k-th of them (NO_KEY: no window yet, or whitespace only). Returns how
     /// many were consumed.
     #[inline(always)]
-    fn hash_batch<I: Iterator<Item = S>>(&mut self, symbols: &mut I, keys: &mut [u64; BATCH]) -> usize {
+    fn hash_batch<I: Iterator<Item = S>>(&mut self, symbols: &mut I, keys: &mut [u64]) -> usize {
         let Chant {
             config,
             key: hash_key,
