@@ -6,7 +6,14 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 M64 = (1 << 64) - 1
-ANCHOR_SPAN = 9
+
+
+def anchor_span(window: int, repeats: int) -> int:
+    """Previous windows an anchor is compared with: the largest power of two <= 16 and
+    <= window + repeats."""
+    limit = min(16, window + repeats)
+    return 1 << (limit.bit_length() - 1)
+
 
 # Unicode White_Space (Python's str.isspace also accepts U+001C..U+001F, which it excludes).
 WHITE_SPACE = frozenset(
@@ -42,6 +49,7 @@ def model(
     for x in symbols:
         prefix.append((prefix[-1] * base + x + salt) & M64)
     base_w = pow(base, window, 1 << 64)
+    span = anchor_span(window, repeats)
     keys: List[Optional[int]] = []
     chains: Dict[Tuple[int, ...], List[int]] = {}  # window -> [last counted, gap, count]
     for i in range(window - 1, len(symbols)):
@@ -51,7 +59,7 @@ def model(
         else:
             # 2**64 - 1 means "no key" in the engine; a real key of that value counts as one less.
             key = min((prefix[i + 1] - prefix[i + 1 - window] * base_w) & M64, M64 - 1)
-        earlier = [k for k in keys[-(ANCHOR_SPAN - 1) :] if k is not None]
+        earlier = [k for k in keys[-span:] if k is not None]
         keys.append(key)
         if key is None or any(key > k for k in earlier):
             continue
@@ -62,12 +70,12 @@ def model(
             continue
         else:
             gap = i - chain[0]
-            span = gap + window
+            length = gap + window
             extends = (
                 chain[2] >= 2
                 and gap == chain[1]
-                and i + 1 >= gap + span
-                and symbols[i - gap - span + 1 : i - gap + 1] == symbols[i - span + 1 : i + 1]
+                and i + 1 >= gap + length
+                and symbols[i - gap - length + 1 : i - gap + 1] == symbols[i - length + 1 : i + 1]
             )
             chain[:] = [i, gap, chain[2] + 1 if extends else 2]
         if chain[2] >= repeats:

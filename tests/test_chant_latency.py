@@ -88,3 +88,19 @@ def test_token_chants_are_caught_within_the_bound(period: int) -> None:
 def test_a_whitespace_only_chant_is_not_reported_by_default() -> None:
     assert ChantDetector().feed(" \t\n" * 5000) is None
     assert ChantDetector(ignore_whitespace=False).feed(" \t\n" * 5000) is not None
+
+
+@pytest.mark.parametrize(("window", "repeats"), [(1, 2), (2, 2), (5, 3), (10, 3), (20, 2), (50, 2)])
+def test_small_windows_and_thresholds_keep_the_bound(window: int, repeats: int) -> None:
+    rng = random.Random(window * 100 + repeats)
+    for period in list(range(1, 41)) + [97, 251]:
+        alphabet = ALPHABETS[0]
+        unit = "".join(rng.choice(alphabet) for _ in range(period))
+        while unit.isspace():
+            unit = "".join(rng.choice(alphabet) for _ in range(period))
+        start = rng.randrange(0, 200)
+        bound = window + repeats * (period + window)
+        text = "".join(rng.choice(alphabet) for _ in range(start)) + (unit * (bound // period + 2))[: bound + 50]
+        for _ in range(3):
+            event = ChantDetector(window, repeats).feed(text)
+            assert event is not None and event.end - start <= bound, (period, event, bound)

@@ -11,9 +11,10 @@ The rule, exactly (positions count characters, i.e. code points, or tokens):
 
 * each position ends a window, keyed by a polynomial hash with a secret per-detector key;
   windows of whitespace only have no key when ``ignore_whitespace`` is set;
-* a window is an *anchor* when its key is no greater than the keys of the previous 8
-  windows (about one window in 9 of ordinary text; in periodic text the period's
-  smallest-key window is an anchor at every occurrence);
+* a window is an *anchor* when its key is no greater than the keys of the previous 16
+  windows (or the largest power of two <= ``content_chunk_size + max_repeated_chunks``
+  when that is smaller): about one window in 17 of ordinary text, while in periodic text
+  the period's smallest-key window is an anchor at every occurrence;
 * an anchor is *counted* when it ends at least ``content_chunk_size`` after the same
   window's previous counted occurrence (so one long divider line is not a chant);
 * counted occurrences chain while the distance between them stays the same, at most

@@ -6,9 +6,11 @@
 //!   polynomial hash of the window (mod 2^64, random key per detector), or "none" when
 //!   `ignore_whitespace` is set and the window is whitespace only.
 //! * A window is an *anchor* when it has a key no greater than the keys of the previous
-//!   `ANCHOR_SPAN - 1` windows. Only anchors are counted: about one window in
-//!   `ANCHOR_SPAN` of ordinary text, yet in any periodic text the period's smallest-key
-//!   window is an anchor at every occurrence, so every chant keeps one chain per period.
+//!   `anchor_span()` windows (16, or the largest power of two <= `window + min_repeats` when
+//!   that is smaller, so the warm-up fits in the latency bound). Only anchors are counted:
+//!   about one window in 17 of ordinary text, yet in any periodic text the period's
+//!   smallest-key window is an anchor at every occurrence, so every chant keeps one chain
+//!   per period.
 //! * Each distinct window keeps its last *counted* occurrence, a chain gap and a count. An
 //!   anchor less than one window after the last counted one is not counted (a long divider
 //!   line is one window at every offset); one more than `max_distance()` after it starts a
@@ -30,9 +32,9 @@ use std::hash::{BuildHasher, Hasher};
 /// Largest history (in symbols) a configuration may need; bounds memory per detector.
 pub const MAX_HISTORY: u64 = 1 << 21;
 
-/// A window is an anchor when its key is the smallest of this many consecutive windows.
-pub const ANCHOR_SPAN: usize = SPAN + 1;
-const SPAN: usize = 8;
+/// Most previous windows an anchor is compared with (see `ChantConfig::anchor_span`).
+pub const MAX_ANCHOR_SPAN: usize = 16;
+const SPAN: usize = MAX_ANCHOR_SPAN;
 /// Symbols hashed per pass of the scan.
 const BATCH: usize = 256;
 
@@ -121,6 +123,15 @@ impl ChantConfig {
     /// Largest distance between two chained occurrences.
     pub fn max_distance(&self) -> u64 {
         self.max_period + self.window - 1
+    }
+
+    /// How many previous windows an anchor's key is compared with: a power of two, at most
+    /// `MAX_ANCHOR_SPAN` and at most `window + min_repeats`. A chant's tracked window may
+    /// first become an anchor up to `span + period` symbols into the chant, and the latency
+    /// bound leaves room for `window + min_repeats + period` of that.
+    pub fn anchor_span(&self) -> usize {
+        let limit = (self.window.saturating_add(self.min_repeats)).min(MAX_ANCHOR_SPAN as u64) as usize;
+        1 << limit.max(1).ilog2()
     }
 
     /// Symbols of history kept: enough to compare two gaps and to confirm a whole chain.
@@ -307,8 +318,8 @@ pub struct Chant<S: Symbol> {
     bucket_mask: u64,
     /// Window keys of the batch being scanned (`BATCH` items, allocated with the history).
     keys: Vec<u64>,
-    /// Sliding minimum of the previous `SPAN` window keys, by aligned blocks of `SPAN`
-    /// positions: the keys of the current block, the minimum of the current block so far,
+    /// Sliding minimum of the previous `anchor_span()` window keys, by aligned blocks of that
+    /// many positions: the keys of the current block, the minimum of the current block so far,
     /// and the suffix minima of the previous block (NO_KEY for none).
     block: [u64; SPAN],
     block_min: u64,
@@ -444,7 +455,16 @@ impl<S: Symbol> Chant<S> {
             if n == 0 {
                 return None;
             }
-            if let Some(event) = self.count_anchors(first, keys.get(..n).unwrap_or_default()) {
+            let keys = keys.get(..n).unwrap_or_default();
+            // One copy of the loop per span, so the block arithmetic is on constants.
+            let found = match self.config.anchor_span() {
+                16 => self.count_anchors::<16>(first, keys),
+                8 => self.count_anchors::<8>(first, keys),
+                4 => self.count_anchors::<4>(first, keys),
+                2 => self.count_anchors::<2>(first, keys),
+                _ => self.count_anchors::<1>(first, keys),
+            };
+            if let Some(event) = found {
                 return Some(event);
             }
         }
@@ -530,12 +550,13 @@ impl<S: Symbol> Chant<S> {
     /// Pick the anchors among the windows ending at `first..first + keys.len()` and update
     /// their chains; returns the event if one is confirmed (the stream then stops there).
     #[inline(always)]
-    fn count_anchors(&mut self, first: u64, keys: &[u64]) -> Option<ChantEvent<S>> {
+    fn count_anchors<const SPAN_N: usize>(&mut self, first: u64, keys: &[u64]) -> Option<ChantEvent<S>> {
         let mut running_min = self.block_min;
+        let span = SPAN_N;
         for (position, &key) in (first..).zip(keys) {
-            // Minimum of the previous SPAN keys: the rest of the previous block, then the
-            // current block so far.
-            let offset = position as usize % SPAN;
+            // Minimum of the previous `span` keys (aligned blocks of `span` positions): the
+            // rest of the previous block, then the current block so far.
+            let offset = position as usize & (span - 1);
             let earlier = self
                 .previous_suffix
                 .get(offset)
@@ -546,9 +567,10 @@ impl<S: Symbol> Chant<S> {
                 *k = key;
             }
             running_min = running_min.min(key);
-            if offset == SPAN - 1 {
+            if offset == span - 1 {
                 let mut suffix = NO_KEY;
-                for (k, out) in self.block.iter().zip(self.previous_suffix.iter_mut()).rev() {
+                let block = self.block.iter().take(span);
+                for (k, out) in block.zip(self.previous_suffix.iter_mut()).rev() {
                     suffix = suffix.min(*k);
                     *out = suffix;
                 }
@@ -654,10 +676,10 @@ mod tests {
         assert_eq!(event.period, Some(2));
         assert_eq!(event.count, 8);
         // An anchor window chains every 50 symbols: its 8th occurrence ends 7 * 50 + 50 after
-        // its first occurrence, at most ANCHOR_SPAN windows into the chant (the windows
+        // its first occurrence, at most 16 + 1 windows into the chant (the windows
         // before it that overlap the prefix may hold smaller keys).
         let start = prefix.len() as u64;
-        let latest = start + 400 + ANCHOR_SPAN as u64;
+        let latest = start + 400 + 17;
         assert!((start + 400..=latest).contains(&event.end), "{}", event.end);
         assert_eq!(event.start, start);
         let window: Vec<u32> = text(&s)[(event.end - 50) as usize..event.end as usize].to_vec();
@@ -830,6 +852,16 @@ mod tests {
         let mut chant = Chant::<u32>::new(huge);
         assert!(chant.config().problem().is_none());
         assert!(chant.feed(text(&"ab".repeat(10_000))).is_some());
+    }
+
+    #[test]
+    fn anchor_span_fits_the_latency_bound() {
+        let span = |window, min_repeats| small(window, min_repeats).anchor_span();
+        assert_eq!(span(50, 8), 16);
+        assert_eq!(span(10, 3), 8);
+        assert_eq!(span(2, 2), 4);
+        assert_eq!(span(1, 1), 2);
+        assert_eq!(span(1 << 40, 1 << 40), 16);
     }
 
     #[test]
