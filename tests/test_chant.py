@@ -278,3 +278,23 @@ def test_session_output_rejects_non_str() -> None:
     detector.record_response("")
     detector.record_response("\ud800" * 10)
     assert detector.get_loop_type() is None
+
+
+def test_colliding_hash_key_never_raises_a_false_alarm() -> None:
+    # Base 1 makes a window's hash the sum of its code points: any two windows with the
+    # same letters in another order collide. Only confirmation against the text stands
+    # between those collisions and an alarm.
+    import random
+
+    rng = random.Random(3)
+    text = "".join(rng.choice("ab") for _ in range(50_000))
+    for window, repeats in ((50, 8), (8, 3), (4, 2)):
+        detector = ChantDetector(window, repeats, _hash_key=(0, 0))
+        event = detector.feed(text)
+        if event is not None:
+            # Short windows over two letters do repeat for real: the event must be true.
+            assert event.period is not None
+            span = text[event.start : event.end]
+            assert all(span[j] == span[j - event.period] for j in range(event.period, len(span)))
+            assert event.end - event.start >= window + (repeats - 1) * event.period
+    assert ChantDetector(_hash_key=(0, 0)).feed(text) is None

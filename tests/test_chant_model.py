@@ -9,7 +9,21 @@ from hypothesis import strategies as st
 
 from doomloop import ChantDetector
 
-KEYS = st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1))
+
+
+def mix(seed: int) -> int:
+    """splitmix64: a well-mixed 64-bit value for any seed (hypothesis shrinks seeds to 0)."""
+    z = (seed + 0x9E3779B97F4A7C15) & (2**64 - 1)
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+    return z ^ (z >> 31)
+
+
+# Random-looking hash keys, as the detector draws them. A degenerate key (base 1: the hash
+# is the sum of the symbols) makes distinct windows collide, and a collision may cost the
+# engine a link the exact model makes (never an alarm: see test_chant.py), so such keys
+# are not a fair comparison.
+KEYS = st.tuples(st.integers(0, 2**64 - 1).map(mix), st.integers(0, 2**64 - 1).map(mix))
 # Small alphabets make repeats (and near-repeats) common.
 ALPHABET = st.sampled_from("ab \n\u00e9\U0001f600\ud800")
 NOISE = st.text(alphabet=ALPHABET, max_size=400)
