@@ -110,11 +110,13 @@ impl ChantEngine {
     }
 
     fn text_chant<'a>(&self, stream: &'a mut Stream) -> PyResult<&'a mut Chant<u32>> {
-        *stream = match std::mem::replace(stream, Stream::Fresh) {
-            Stream::Reset(old) if matches!(*old, Stream::Text(_)) => *old,
-            Stream::Fresh | Stream::Reset(_) => Stream::Text(Chant::with_key(self.config, self.key)),
-            other => other,
-        };
+        // Moving a detector is a copy of its state: only done when the stream starts.
+        if !matches!(stream, Stream::Text(_) | Stream::Tokens(_)) {
+            *stream = match std::mem::replace(stream, Stream::Fresh) {
+                Stream::Reset(old) if matches!(*old, Stream::Text(_)) => *old,
+                _ => Stream::Text(Chant::with_key(self.config, self.key)),
+            };
+        }
         match stream {
             Stream::Text(chant) => Ok(chant),
             _ => Err(PyValueError::new_err(
@@ -142,11 +144,12 @@ impl ChantEngine {
     }
 
     fn token_chant<'a>(&self, stream: &'a mut Stream) -> PyResult<&'a mut Chant<Token>> {
-        *stream = match std::mem::replace(stream, Stream::Fresh) {
-            Stream::Reset(old) if matches!(*old, Stream::Tokens(_)) => *old,
-            Stream::Fresh | Stream::Reset(_) => Stream::Tokens(Chant::with_key(self.config, self.key)),
-            other => other,
-        };
+        if !matches!(stream, Stream::Text(_) | Stream::Tokens(_)) {
+            *stream = match std::mem::replace(stream, Stream::Fresh) {
+                Stream::Reset(old) if matches!(*old, Stream::Tokens(_)) => *old,
+                _ => Stream::Tokens(Chant::with_key(self.config, self.key)),
+            };
+        }
         match stream {
             Stream::Tokens(chant) => Ok(chant),
             _ => Err(PyValueError::new_err(
