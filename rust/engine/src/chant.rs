@@ -191,7 +191,7 @@ pub struct ChantEvent<S> {
 /// A window's chain, 16 bytes so a bucket of four is one cache line.
 #[derive(Clone, Copy, Debug, Default)]
 struct Entry {
-    /// High half of the window's key (the bucket comes from the low half).
+    /// Low half of the window's key (the bucket comes from a mix of all of it).
     tag: u32,
     /// Low 32 bits of the last counted position (ages are taken modulo 2^32).
     last: u32,
@@ -201,7 +201,7 @@ struct Entry {
     _pad: u32,
 }
 
-/// Everything about a stream except its symbols, so tests can name the key.
+/// The secret key of a detector's window hash (random in production; tests may fix it).
 #[derive(Clone, Copy, Debug)]
 pub struct HashKey {
     pub base: u64,
@@ -340,10 +340,6 @@ fn random_u64(tag: u64) -> u64 {
     hasher.finish()
 }
 
-fn power(base: u64, exponent: u64) -> u64 {
-    (0..exponent).fold(1u64, |acc, _| acc.wrapping_mul(base))
-}
-
 impl<S: Symbol> Chant<S> {
     /// A detector with a secret random hash key; an unusable configuration is clamped (see
     /// `ChantConfig::clamped`).
@@ -364,12 +360,12 @@ impl<S: Symbol> Chant<S> {
         };
         let buckets = ((config.max_distance() + 1).next_power_of_two() / 2).max(1);
         let longest = (config.max_distance() + config.window) as usize;
-        let powers = std::iter::successors(Some(1u64), |p| Some(p.wrapping_mul(key.base)))
+        let powers: Vec<u64> = std::iter::successors(Some(1u64), |p| Some(p.wrapping_mul(key.base)))
             .take(longest + 1)
             .collect();
         Chant {
             key,
-            window_power: power(key.base, config.window),
+            window_power: powers.get(config.window as usize).copied().unwrap_or(1),
             powers,
             symbols: Vec::new(),
             prefix: Vec::new(),
