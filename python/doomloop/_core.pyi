@@ -4,9 +4,27 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Tuple, Union
 
 from typing_extensions import Self, disjoint_base, final
 
-from typing_extensions import Self, disjoint_base
+from .chant import ChantEvent
 
-__all__ = ["SessionEngine", "fingerprint", "MAX_DEPTH", "HASH_DETACH_THRESHOLD", "__version__"]
+__all__ = [
+    "CHANT_DETACH_THRESHOLD",
+    "ChantEngine",
+    "GuardEngine",
+    "GuardVerdict",
+    "HASH_DETACH_THRESHOLD",
+    "LoopVerdict",
+    "MAX_DEPTH",
+    "MAX_GUARD_WINDOW",
+    "MAX_HISTORY_SIZE",
+    "SessionEngine",
+    "TextGuard",
+    "ToolCallDecision",
+    "ToolLoopEngine",
+    "ToolOutcome",
+    "__version__",
+    "fingerprint",
+    "tool_result_hash",
+]
 __version__: str
 MAX_DEPTH: int
 """Containers nested deeper than this hash as a fixed "too deep" marker."""
@@ -38,6 +56,13 @@ class SessionEngine:
         """Record real progress; it gates NO_PROGRESS and CIRCULAR_PLAN."""
     def record_plan(self, state: object) -> None:
         """Record a plan state; returning to one already seen is CIRCULAR_PLAN."""
+    def record_response(self, text: str) -> None:
+        """Record one whole model response for REPEATED_OUTPUT (windows never span two
+        responses); the verdict stands until the next response starts."""
+    def record_output_chunk(self, chunk: str) -> None:
+        """Record the next piece of a streamed response (windows span its pieces)."""
+    def end_response(self) -> None:
+        """The streamed response is complete: the next piece starts a new response."""
     def is_doom_loop(self) -> bool:
         """True exactly when ``get_loop_type()`` is not None."""
     def increment_recovery(self) -> bool:
@@ -232,3 +257,42 @@ def tool_result_hash(
     tool: str, params: Optional[Mapping[str, Any]], *, result: Any = None, error: Union[BaseException, str, None] = None
 ) -> Optional[int]:
     """The result hash a tool-loop detector records for this outcome (built-in rules)."""
+CHANT_DETACH_THRESHOLD: int
+"""Text chunks of at least this many UTF-8 bytes, and token arrays of at least this many
+tokens, are scanned with the interpreter lock released."""
+
+@disjoint_base
+class ChantEngine:
+    """Rust state behind :class:`doomloop.ChantDetector` (use that class)."""
+
+    def __new__(
+        cls,
+        content_chunk_size: int = 50,
+        max_repeated_chunks: int = 8,
+        *,
+        ignore_whitespace: bool = True,
+        max_period: int = 1000,
+        _hash_key: Optional[Tuple[int, int]] = None,
+    ) -> "ChantEngine": ...
+    def feed(self, text: str, /) -> Optional[ChantEvent]:
+        """Feed one chunk of text; returns a ``ChantEvent`` when chanting is found in it,
+        else None. A non-str raises TypeError."""
+    def feed_tokens(self, tokens: Any, /) -> Optional[ChantEvent]:
+        """Feed a 1-D numpy array of token ids (int32, int64 or uint32), read without
+        copying; returns a ``ChantEvent`` when chanting is found in it, else None."""
+    def reset(self) -> None:
+        """Forget the stream and any chant found."""
+    @property
+    def position(self) -> int:
+        """Characters or tokens consumed since creation or ``reset()``."""
+    @property
+    def history_size(self) -> int:
+        """Symbols of history kept (the memory bound)."""
+
+@final
+class TextGuard:
+    """The iterator behind :func:`doomloop.guard_stream` (use that function)."""
+
+    def __new__(cls, source: Iterable[str], detector: ChantEngine, exception: Optional[Callable[[Any], BaseException]] = None) -> "TextGuard": ...
+    def __iter__(self) -> "TextGuard": ...
+    def __next__(self) -> str: ...

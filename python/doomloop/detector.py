@@ -27,6 +27,7 @@ _FINDING_TYPES = (
     DoomLoopType.NO_PROGRESS,
     DoomLoopType.CIRCULAR_PLAN,
     DoomLoopType.RESOURCE_EXHAUSTION,
+    DoomLoopType.REPEATED_OUTPUT,  # content chanting (record_response / record_output_chunk)
 )
 _RECOVERY = tuple(RecoveryAction)
 
@@ -86,6 +87,7 @@ def _description(code: int, config: DoomLoopConfig) -> str:
         f"No meaningful progress in {config.max_no_progress_steps} steps",
         "Plan has looped back to a previous state",
         f"Exceeded time limit of {config.max_total_time}s",
+        f"Model output repeating — {config.max_repeated_chunks}+ identical chunks detected",
     )[code]
 
 

@@ -3,6 +3,7 @@
 //! to a Python exception; the algorithms live in the engine crate.
 
 mod canonical;
+mod chant;
 mod session;
 mod tool_loop;
 mod tool_results;
@@ -26,6 +27,12 @@ mod _core {
 
     #[pymodule_export]
     const MAX_GUARD_WINDOW: u32 = crate::tool_loop::MAX_GUARD_WINDOW;
+
+    #[pymodule_export]
+    use crate::chant::{ChantEngine, TextGuard};
+
+    #[pymodule_export]
+    const CHANT_DETACH_THRESHOLD: usize = crate::chant::CHANT_DETACH_THRESHOLD;
 
     #[pymodule_export]
     const MAX_DEPTH: usize = crate::canonical::MAX_DEPTH;

@@ -16,6 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyString};
 
 use crate::canonical::{fingerprint, fingerprint_str};
+use crate::chant::{CodePointSink, Text};
 
 /// Action types kept for `DoomLoopEvent.action_history`.
 const RECENT_TYPES: usize = 10;
@@ -63,6 +64,22 @@ impl SessionEngine {
         }
     }
 
+    /// Feed output text to the session's chant detector (long text with the interpreter
+    /// released), then re-run the checks.
+    fn record_output(slf: &Bound<'_, Self>, text: &Bound<'_, PyAny>, whole: bool) -> PyResult<()> {
+        let name = if whole { "text" } else { "chunk" };
+        let text = Text::read(text, name)?;
+        let engine = slf.get();
+        let scan = || text.drive(OutputSink { engine, whole });
+        if text.is_long() {
+            slf.py().detach(scan);
+        } else {
+            scan();
+        }
+        Self::observe(slf)?;
+        Ok(())
+    }
+
     /// Evaluate now, count a new episode, and tell the Python side about it (lock released).
     fn observe(slf: &Bound<'_, Self>) -> PyResult<Option<Finding>> {
         let engine = slf.get();
@@ -72,6 +89,24 @@ impl SessionEngine {
             slf.call_method1("_on_loop_episode", (finding_code(finding),))?;
         }
         Ok(finding)
+    }
+}
+
+/// Feeds a response (whole, or one streamed piece) to the session under its lock.
+struct OutputSink<'a> {
+    engine: &'a SessionEngine,
+    whole: bool,
+}
+
+impl CodePointSink for OutputSink<'_> {
+    type Output = ();
+    fn take<I: Iterator<Item = u32>>(self, code_points: I) {
+        let mut state = self.engine.lock();
+        if self.whole {
+            state.session.record_response(code_points);
+        } else {
+            state.session.record_output_chunk(code_points);
+        }
     }
 }
 
@@ -110,6 +145,8 @@ impl SessionEngine {
             detect_cycles: read(config, "detect_cycles")?,
             max_cycle_period: read(config, "max_cycle_period")?,
             min_cycle_repeats: read(config, "min_cycle_repeats")?,
+            content_chunk_size: read(config, "content_chunk_size")?,
+            max_repeated_chunks: read(config, "max_repeated_chunks")?,
         };
         Ok(SessionEngine {
             state: Mutex::new(State {
@@ -173,6 +210,22 @@ impl SessionEngine {
         }
         Self::observe(slf)?;
         Ok(())
+    }
+
+    /// Record one whole model response for REPEATED_OUTPUT (windows never span two
+    /// responses); the verdict stands until the next response starts.
+    fn record_response(slf: &Bound<'_, Self>, text: &Bound<'_, PyAny>) -> PyResult<()> {
+        Self::record_output(slf, text, true)
+    }
+
+    /// Record the next piece of a response being streamed (windows span pieces).
+    fn record_output_chunk(slf: &Bound<'_, Self>, chunk: &Bound<'_, PyAny>) -> PyResult<()> {
+        Self::record_output(slf, chunk, false)
+    }
+
+    /// The streamed response is complete: the next piece starts a new response.
+    fn end_response(&self) {
+        self.lock().session.end_response();
     }
 
     /// Record a progress marker (it gates NO_PROGRESS and CIRCULAR_PLAN).

@@ -2,6 +2,7 @@
 //! `cargo test`, benchmarks and fuzzing run without libpython. The PyO3 binding layer in
 //! `rust/bindings` converts Python values and calls into these modules.
 
+pub mod chant;
 pub mod fingerprint;
 pub mod ring;
 pub mod session;

@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use crate::chant::{Chant, ChantConfig};
 use crate::ring::Ring;
 
 /// Plan states remembered for CIRCULAR_PLAN (oldest forgotten first).
@@ -32,6 +33,7 @@ pub enum Finding {
     NoProgress,
     CircularPlan,
     ResourceExhaustion,
+    RepeatedOutput,
 }
 
 impl Finding {
@@ -42,6 +44,7 @@ impl Finding {
             Finding::NoProgress => LoopType::NoProgress,
             Finding::CircularPlan => LoopType::CircularPlan,
             Finding::ResourceExhaustion => LoopType::ResourceExhaustion,
+            Finding::RepeatedOutput => LoopType::RepeatedOutput,
         }
     }
 }
@@ -73,6 +76,9 @@ pub struct SessionConfig {
     pub detect_cycles: bool,
     pub max_cycle_period: u64,
     pub min_cycle_repeats: u64,
+    /// REPEATED_OUTPUT: window length and chained repeats (see `chant`).
+    pub content_chunk_size: u64,
+    pub max_repeated_chunks: u64,
 }
 
 impl Default for SessionConfig {
@@ -92,6 +98,8 @@ impl Default for SessionConfig {
             detect_cycles: true,
             max_cycle_period: 4,
             min_cycle_repeats: 3,
+            content_chunk_size: 50,
+            max_repeated_chunks: 8,
         }
     }
 }
@@ -145,6 +153,11 @@ pub struct Session {
     stats: SessionStats,
     /// Loop type seen at the last evaluation, to count one event per episode.
     last_type: Option<LoopType>,
+    /// Chant detector over the current (or last) response; its verdict stands until the
+    /// next response starts.
+    output: Chant<u32>,
+    /// A response is being streamed (`record_output_chunk` since the last `end_response`).
+    output_open: bool,
 }
 
 impl Session {
@@ -172,6 +185,12 @@ impl Session {
                 ..SessionStats::default()
             },
             last_type: None,
+            output: Chant::new(ChantConfig {
+                window: config.content_chunk_size,
+                min_repeats: config.max_repeated_chunks,
+                ..ChantConfig::default()
+            }),
+            output_open: false,
             config,
         }
     }
@@ -220,6 +239,28 @@ impl Session {
         } else {
             self.stats.successful_actions += 1;
         }
+    }
+
+    /// Record one piece of the response being streamed; windows span pieces of one
+    /// response. The first piece after `end_response` starts a new response.
+    pub fn record_output_chunk<I: IntoIterator<Item = u32>>(&mut self, code_points: I) {
+        if !self.output_open {
+            self.output.reset();
+            self.output_open = true;
+        }
+        self.output.feed(code_points);
+    }
+
+    /// The streamed response is complete; its verdict stands until the next one starts.
+    pub fn end_response(&mut self) {
+        self.output_open = false;
+    }
+
+    /// Record one whole response (no window spans two responses).
+    pub fn record_response<I: IntoIterator<Item = u32>>(&mut self, code_points: I) {
+        self.end_response();
+        self.record_output_chunk(code_points);
+        self.end_response();
     }
 
     pub fn mark_progress(&mut self) {
@@ -284,6 +325,10 @@ impl Session {
         }
         if self.started_at.is_some_and(|start| now - start > c.max_total_time) {
             return Some(Finding::ResourceExhaustion);
+        }
+        // Content chanting needs no recorded actions.
+        if self.output.event().is_some() {
+            return Some(Finding::RepeatedOutput);
         }
         None
     }
@@ -546,6 +591,57 @@ mod tests {
         assert_eq!(s.stats().current_backoff, 30.0);
         s.reset_backoff();
         assert_eq!(s.stats().current_backoff, 8.0);
+    }
+
+    fn chars(s: &str) -> impl Iterator<Item = u32> + '_ {
+        s.chars().map(u32::from)
+    }
+
+    #[test]
+    fn repeated_output_needs_no_actions_and_lasts_until_the_next_response() {
+        let mut s = session(SessionConfig::default());
+        s.record_response(chars(&"spam and eggs ".repeat(60)));
+        assert_eq!(s.finding(T), Some(Finding::RepeatedOutput));
+        assert_eq!(Finding::RepeatedOutput as u8, 6);
+        assert_eq!(Finding::RepeatedOutput.loop_type(), LoopType::RepeatedOutput);
+        s.record_response(chars("A fresh, ordinary answer."));
+        assert_eq!(s.finding(T), None);
+    }
+
+    #[test]
+    fn windows_span_chunks_of_one_response_but_not_two_responses() {
+        let piece = "la la land, ".repeat(8);
+        let mut streamed = session(SessionConfig::default());
+        for _ in 0..8 {
+            streamed.record_output_chunk(chars(&piece));
+        }
+        assert_eq!(streamed.finding(T), Some(Finding::RepeatedOutput));
+        streamed.end_response();
+        assert_eq!(streamed.finding(T), Some(Finding::RepeatedOutput));
+        streamed.record_output_chunk(chars("new"));
+        assert_eq!(streamed.finding(T), None);
+
+        let mut separate = session(SessionConfig::default());
+        for _ in 0..8 {
+            separate.record_response(chars(&piece));
+        }
+        assert_eq!(separate.finding(T), None);
+    }
+
+    #[test]
+    fn other_loops_take_precedence_and_start_clears_output() {
+        let mut s = session(SessionConfig::default());
+        s.record_response(chars(&"spam and eggs ".repeat(60)));
+        for _ in 0..3 {
+            act(&mut s, 1, 1, 1, true);
+        }
+        assert_eq!(s.finding(T), Some(Finding::IdenticalAction));
+        assert_eq!(s.finding(T + 301.0), Some(Finding::IdenticalAction));
+        s.start(T);
+        s.record_response(chars(&"spam and eggs ".repeat(60)));
+        assert_eq!(s.finding(T + 301.0), Some(Finding::ResourceExhaustion));
+        s.start(T);
+        assert_eq!(s.finding(T), None);
     }
 
     #[test]

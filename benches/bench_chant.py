@@ -1,0 +1,234 @@
+"""Benchmarks of the chant detector (REPEATED_OUTPUT) against praisonaiagents 1.7.17.
+
+Run: python -m pytest benches/bench_chant.py --benchmark-enable --benchmark-only
+(as plain tests, with benchmarks disabled, each body runs once and checks its result).
+Ratios are printed by the last test from the medians measured in the same run.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import random
+import sysconfig
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List
+
+import pytest
+
+from doomloop import ChantDetector, DoomLoopDetector, guard_stream
+
+CHUNK = 64 * 1024
+MEDIANS: Dict[str, float] = {}
+
+
+def corpus(size: int) -> str:
+    """Mixed prose and code nobody here wrote: package descriptions and stdlib sources."""
+    parts: List[str] = []
+    total = 0
+    for dist in importlib.metadata.distributions():
+        text = dist.metadata.get_payload() or ""  # type: ignore[attr-defined]
+        if isinstance(text, str):
+            parts.append(text)
+            total += len(text)
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    for path in sorted(stdlib.glob("*.py")):
+        if total >= size:
+            break
+        text = path.read_text(encoding="utf-8", errors="replace")
+        parts.append(text)
+        total += len(text)
+    text = "".join(parts)
+    while len(text) < size:
+        text += text
+    return text[:size]
+
+
+TEXT = corpus(8 << 20)
+CHUNKS = [TEXT[i : i + CHUNK] for i in range(0, len(TEXT), CHUNK)]
+TOKENS = [TEXT[i : i + 1 + (i % 8)] for i in range(0, 600_000, 5)][:100_000]
+
+
+def record(benchmark: Any, name: str) -> None:
+    stats = getattr(benchmark, "stats", None)
+    if stats is not None:
+        MEDIANS[name] = stats.stats.median
+
+
+def feed_all(chunks: List[str]) -> Any:
+    detector = ChantDetector()
+    for chunk in chunks:
+        if detector.feed(chunk) is not None:
+            return detector.event
+    return None
+
+
+def test_feed_64k_chunks(benchmark: Any) -> None:
+    benchmark.group = "64 KiB chunks, 8 MiB of prose and code"
+    assert benchmark.pedantic(feed_all, args=(CHUNKS,), rounds=7, warmup_rounds=1) is None
+    record(benchmark, "feed_64k")
+
+
+def test_praisonai_record_response_64k_chunks(benchmark: Any) -> None:
+    from praisonaiagents.escalation.doom_loop import DoomLoopDetector as Reference  # type: ignore[import-untyped]
+
+    def run() -> bool:
+        reference = Reference()
+        for chunk in CHUNKS:
+            reference.record_response(chunk)
+        return bool(reference.is_doom_loop())
+
+    benchmark.group = "64 KiB chunks, 8 MiB of prose and code"
+    benchmark.pedantic(run, rounds=3, warmup_rounds=0)
+    record(benchmark, "praisonai_64k")
+
+
+def test_session_record_response_64k_chunks(benchmark: Any) -> None:
+    def run() -> bool:
+        detector = DoomLoopDetector()
+        for chunk in CHUNKS:
+            detector.record_response(chunk)
+        return detector.is_doom_loop()
+
+    benchmark.group = "64 KiB chunks, 8 MiB of prose and code"
+    benchmark.pedantic(run, rounds=7, warmup_rounds=1)
+    record(benchmark, "session_64k")
+
+
+def test_feed_token_sized_chunks(benchmark: Any) -> None:
+    def run() -> None:
+        feed = ChantDetector().feed
+        for chunk in TOKENS:
+            feed(chunk)
+
+    benchmark.group = "100,000 token-sized chunks (1-8 chars)"
+    benchmark.pedantic(run, rounds=7, warmup_rounds=1)
+    record(benchmark, "feed_tokens")
+
+
+def test_bare_iterator(benchmark: Any) -> None:
+    def run() -> None:
+        for _ in iter(TOKENS):
+            pass
+
+    benchmark.group = "100,000 token-sized chunks (1-8 chars)"
+    benchmark.pedantic(run, rounds=7, warmup_rounds=1)
+    record(benchmark, "bare")
+
+
+def test_stream_guard(benchmark: Any) -> None:
+    def run() -> int:
+        count = 0
+        for _ in guard_stream(iter(TOKENS), ChantDetector()):
+            count += 1
+        return count
+
+    benchmark.group = "100,000 token-sized chunks (1-8 chars)"
+    assert benchmark.pedantic(run, rounds=7, warmup_rounds=1) == len(TOKENS)
+    record(benchmark, "guard")
+
+
+def test_guard_consumer_baseline(benchmark: Any) -> None:
+    # What the guard replaces: the consumer's own loop calling feed on each chunk.
+    def run() -> int:
+        count = 0
+        feed = ChantDetector().feed
+        for chunk in iter(TOKENS):
+            feed(chunk)
+            count += 1
+        return count
+
+    benchmark.group = "100,000 token-sized chunks (1-8 chars)"
+    assert benchmark.pedantic(run, rounds=7, warmup_rounds=1) == len(TOKENS)
+    record(benchmark, "manual_guard")
+
+
+RESPONSE = TEXT[:1024]
+
+
+def filler(count: int) -> List[str]:
+    """`count` distinct 1 KiB responses of generated prose that never chant (and share no
+    50-character block, so praisonaiagents raises no alarm either and keeps checking)."""
+    rng = random.Random(5)
+    words = "the a model tool call result file search answer user plan step data value error retry".split()
+    out = []
+    for k in range(count):
+        text = f"Response {k}: " + " ".join(f"{rng.choice(words)}{rng.randrange(1000)}" for _ in range(200))
+        out.append(text[:1024])
+    return out
+
+
+FILLER = filler((10 << 20) // 1024)
+
+
+def per_call(make: Callable[[], Any], grown: bool) -> Callable[[], None]:
+    """One record_response + is_doom_loop of a 1 KiB response, on a fresh session or on one
+    that already recorded 10 MB of responses."""
+    detector = make()
+    if grown:
+        for response in FILLER:
+            detector.record_response(response)
+
+    def call() -> None:
+        detector.record_response(RESPONSE)
+        detector.is_doom_loop()
+
+    return call
+
+
+@pytest.mark.parametrize("grown", [False, True], ids=["fresh", "after-10MB"])
+@pytest.mark.parametrize("impl", ["doomloop", "praisonai"])
+def test_record_response_per_call(benchmark: Any, impl: str, grown: bool) -> None:
+    if impl == "praisonai":
+        from praisonaiagents.escalation.doom_loop import DoomLoopDetector as make
+    else:
+        make = DoomLoopDetector
+    call = per_call(make, grown)
+    benchmark.group = "record_response(1 KiB) + is_doom_loop()"
+    benchmark.pedantic(call, rounds=100, iterations=1, warmup_rounds=2)
+    record(benchmark, f"{impl}_{'grown' if grown else 'fresh'}")
+
+
+def threaded_throughput(threads: int) -> float:
+    """MB/s of `threads` threads each feeding its own detector all 64 KiB chunks."""
+
+    def work() -> None:
+        feed_all(CHUNKS)
+
+    workers = [threading.Thread(target=work) for _ in range(threads)]
+    begin = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return threads * len(TEXT) / (time.perf_counter() - begin) / 1e6
+
+
+def test_two_threads_scale() -> None:
+    """Measured, not asserted: the machine may be shared."""
+    one = sorted(threaded_throughput(1) for _ in range(3))[1]
+    two = sorted(threaded_throughput(2) for _ in range(3))[1]
+    print(f"\nthreads: 1 -> {one:.0f} MB/s, 2 -> {two:.0f} MB/s, scaling {two / one:.2f}x")
+    assert one > 0 and two > 0
+
+
+def test_zz_ratios() -> None:
+    """Print the ratios of the medians measured above (benchmarks enabled only)."""
+    m = MEDIANS
+    if "feed_64k" in m:
+        print(f"\nfeed 64 KiB chunks: {len(TEXT) / m['feed_64k'] / 1e6:.0f} MB/s")
+    if {"feed_64k", "praisonai_64k"} <= m.keys():
+        print(f"vs praisonai record_response on the same chunks: {m['praisonai_64k'] / m['feed_64k']:.1f}x faster")
+    if {"session_64k", "praisonai_64k"} <= m.keys():
+        print(f"DoomLoopDetector.record_response vs praisonai: {m['praisonai_64k'] / m['session_64k']:.1f}x faster")
+    if "feed_tokens" in m:
+        print(f"feed token-sized chunks: {m['feed_tokens'] / len(TOKENS) * 1e9:.0f} ns per call")
+    if {"bare", "feed_tokens", "guard"} <= m.keys():
+        overhead = m["guard"] / (m["bare"] + m["feed_tokens"]) - 1
+        print(f"stream guard: {m['guard'] / len(TOKENS) * 1e9:.0f} ns per chunk, {overhead:+.1%} over bare iterator + detector")
+    for impl in ("doomloop", "praisonai"):
+        if {f"{impl}_fresh", f"{impl}_grown"} <= m.keys():
+            fresh, grown = m[f"{impl}_fresh"], m[f"{impl}_grown"]
+            print(f"{impl} record_response(1 KiB)+is_doom_loop: fresh {fresh * 1e6:.1f} us, after 10 MB {grown * 1e6:.1f} us ({grown / fresh:.2f}x)")
+    assert all(v > 0 for v in m.values())

@@ -1,0 +1,150 @@
+"""Content chanting: catch model output that repeats itself while it is still streaming.
+
+:class:`ChantDetector` watches a stream of text chunks (or of token ids) for a window of
+``content_chunk_size`` characters that recurs ``max_repeated_chunks`` times with the *same
+text between occurrences* each time -- the signature of a model stuck chanting, which shared
+boilerplate in code or docs does not have. The sliding window, rolling hash and bounded
+history live in the Rust engine (:class:`doomloop._core.ChantEngine`, which this class
+extends), so ``feed`` runs no Python code unless it finds a chant.
+
+The rule, exactly (positions count characters, i.e. code points, or tokens):
+
+* each position ends a window, keyed by a polynomial hash with a secret per-detector key;
+  windows of whitespace only have no key when ``ignore_whitespace`` is set;
+* a window is an *anchor* when its key is no greater than the keys of the previous 16
+  windows (or the largest power of two <= ``content_chunk_size + max_repeated_chunks``
+  when that is smaller): about one window in 17 of ordinary text, while in periodic text
+  the period's smallest-key window is an anchor at every occurrence;
+* an anchor is *counted* when it ends at least ``content_chunk_size`` after the same
+  window's previous counted occurrence (so one long divider line is not a chant);
+* counted occurrences chain while the distance between them stays the same, at most
+  ``max_period + content_chunk_size - 1``, and the text between them is identical;
+* a chain of ``max_repeated_chunks`` occurrences is chanting. It is confirmed against the
+  real text before it is reported, so a hash collision cannot raise an alarm.
+
+A chant of period ``p <= max_period`` (that is not only whitespace) is reported within
+``content_chunk_size + max_repeated_chunks * (p + content_chunk_size)`` characters of its
+start, however the text is split into chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple, Union, cast
+
+from ._core import CHANT_DETACH_THRESHOLD, ChantEngine
+from ._validate import boolean, positive_int
+from .enums import DoomLoopType
+
+__all__ = ["CHANT_DETACH_THRESHOLD", "ChantDetector", "ChantEvent", "ChantingDetected"]
+
+_OWNER = "ChantDetector"
+_DISPLAY = 120
+"""Characters (or tokens) of the repeated window kept in an event."""
+
+
+@dataclass(frozen=True)
+class ChantEvent:
+    """A chant found in a stream."""
+
+    window: Union[str, Tuple[int, ...]]
+    """The repeated window: text, or token ids (truncated to 120 items for display)."""
+    count: int
+    """Chained occurrences of the window (``max_repeated_chunks``)."""
+    period: Optional[int]
+    """The smallest period of the repeated text (dividing the distance between chained
+    occurrences); None when ``max_repeated_chunks`` is 1."""
+    start: int
+    """Offset (characters or tokens since the stream started) where the repetition starts:
+    the first chained occurrence, extended back while the text keeps the period."""
+    end: int
+    """Characters or tokens consumed when the chant was confirmed."""
+
+    @property
+    def loop_type(self) -> DoomLoopType:
+        """Always :attr:`DoomLoopType.REPEATED_OUTPUT`."""
+        return DoomLoopType.REPEATED_OUTPUT
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready dict (token windows as lists)."""
+        return {
+            "loop_type": self.loop_type.value,
+            "window": self.window if isinstance(self.window, str) else list(self.window),
+            "count": self.count,
+            "period": self.period,
+            "start": self.start,
+            "end": self.end,
+        }
+
+
+class ChantingDetected(Exception):
+    """Raised by the stream guards when chanting is found; ``.event`` says what and where."""
+
+    def __init__(self, event: ChantEvent) -> None:
+        super().__init__(f"model output is chanting: period {event.period}, {event.count} repeats from offset {event.start}")
+        self.event = event
+
+
+class ChantDetector(ChantEngine):
+    """Streaming detector of repeated output (REPEATED_OUTPUT), for text or token ids.
+
+    Args:
+        content_chunk_size: window length in characters (or tokens).
+        max_repeated_chunks: chained occurrences that make a chant (>= 1).
+        ignore_whitespace: skip windows made only of whitespace (Unicode White_Space), so
+            indentation, blank lines and padding never fire. False counts them too.
+        max_period: the longest chant period caught (the proximity bound): occurrences
+            further apart than ``max_period + content_chunk_size - 1`` do not chain.
+
+    Each detector hashes windows with its own secret random key (kept across
+    :meth:`reset`), so which window of a chant is tracked, and hence the exact offset at
+    which it is reported (always within the bound above), can differ between detectors; one
+    detector reports the same event for the same text however it is split.
+
+    Memory is fixed by the arguments (about ``(max_repeated_chunks + 1) * (max_period +
+    content_chunk_size)`` symbols of history, see :attr:`history_size`), never by the
+    stream's length. Once a chant is found the detector latches: :attr:`event` keeps it and
+    later input is ignored until :meth:`reset`. Thread-safe: threads may share a detector
+    (chunks are applied one at a time); chunks of at least ``CHANT_DETACH_THRESHOLD`` bytes
+    or tokens are scanned with the interpreter lock released.
+    """
+
+    event: Optional[ChantEvent]
+    """The chant found since creation or :meth:`reset`, or None."""
+
+    def __new__(
+        cls,
+        content_chunk_size: int = 50,
+        max_repeated_chunks: int = 8,
+        *,
+        ignore_whitespace: bool = True,
+        max_period: int = 1000,
+        _hash_key: Optional[Tuple[int, int]] = None,
+    ) -> "ChantDetector":
+        positive_int(_OWNER, "content_chunk_size", content_chunk_size)
+        positive_int(_OWNER, "max_repeated_chunks", max_repeated_chunks)
+        positive_int(_OWNER, "max_period", max_period)
+        boolean(_OWNER, "ignore_whitespace", ignore_whitespace)
+        engine = super().__new__(
+            cls,
+            content_chunk_size,
+            max_repeated_chunks,
+            ignore_whitespace=ignore_whitespace,
+            max_period=max_period,
+            _hash_key=_hash_key,
+        )
+        self = cast("ChantDetector", engine)
+        self.event = None
+        return self
+
+    def reset(self) -> None:
+        """Forget the stream and any chant found; the next feed starts a new stream (and
+        may switch between text and token ids)."""
+        super().reset()
+        self.event = None
+
+    def _make_event(self, start: int, end: int, period: Optional[int], count: int, window: Union[str, Tuple[int, ...]]) -> ChantEvent:
+        # Called by the engine, with its lock released, when it confirms a chant.
+        event = ChantEvent(window=window[:_DISPLAY], count=count, period=period, start=start, end=end)
+        self.event = event
+        return event

@@ -1,0 +1,300 @@
+"""ChantDetector's API, bad input, token arrays, threads, and REPEATED_OUTPUT in
+DoomLoopDetector."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from doomloop import (
+    ChantDetector,
+    ChantEvent,
+    ChantingDetected,
+    DoomLoopConfig,
+    DoomLoopDetector,
+    DoomLoopType,
+    RecoveryAction,
+    _core,
+)
+
+CHANT = "I will call the tool again. " * 40  # period 28
+
+
+def test_event_fields_and_dict() -> None:
+    detector = ChantDetector()
+    assert detector.feed("Sure!\n") is None
+    event = detector.feed(CHANT)
+    assert isinstance(event, ChantEvent)
+    assert event.loop_type is DoomLoopType.REPEATED_OUTPUT
+    assert (event.period, event.count, event.start) == (28, 8, 6)
+    # 8 occurrences chained every 56 characters: at least 7 * 56 + 50 characters in.
+    assert 6 + 7 * 56 + 50 <= event.end <= 6 + 50 + 8 * (28 + 50)
+    assert event.window == ("Sure!\n" + CHANT)[event.end - 50 : event.end]
+    assert event.to_dict() == {
+        "loop_type": "repeated_output",
+        "window": event.window,
+        "count": 8,
+        "period": 28,
+        "start": 6,
+        "end": event.end,
+    }
+    assert detector.event == event
+    assert detector.position == event.end
+
+
+def test_latches_until_reset_and_reset_reproduces_the_event() -> None:
+    detector = ChantDetector()
+    first = detector.feed(CHANT)
+    assert first is not None
+    assert detector.feed(CHANT) is None
+    assert detector.event == first
+    detector.reset()
+    assert detector.event is None and detector.position == 0
+    assert detector.feed(CHANT) == first
+
+
+def test_window_is_truncated_for_display() -> None:
+    event = ChantDetector(300, 3).feed("abcdefghij" * 200)
+    assert event is not None and len(event.window) == 120
+    assert event.period == 10
+
+
+def test_exception_carries_the_event() -> None:
+    event = ChantDetector().feed(CHANT)
+    assert event is not None
+    error = ChantingDetected(event)
+    assert error.event is event and "period 28" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"content_chunk_size": 0}, ValueError),
+        ({"max_repeated_chunks": 0}, ValueError),
+        ({"max_period": 0}, ValueError),
+        ({"content_chunk_size": 5.0}, TypeError),
+        ({"max_repeated_chunks": True}, TypeError),
+        ({"ignore_whitespace": 1}, TypeError),
+        ({"max_period": 70_000}, ValueError),
+        ({"max_repeated_chunks": 100_000}, ValueError),
+    ],
+)
+def test_bad_arguments_name_the_field(kwargs: dict[str, object], error: type) -> None:
+    with pytest.raises(error):
+        ChantDetector(**kwargs)  # type: ignore[arg-type]
+
+
+def test_bad_chunks() -> None:
+    detector = ChantDetector()
+    for bad in (b"bytes", 5, None, ["a"]):
+        with pytest.raises(TypeError, match="text must be a str"):
+            detector.feed(bad)  # type: ignore[arg-type]
+    assert detector.feed("") is None
+    assert detector.position == 0
+
+
+def test_lone_surrogates_are_code_points() -> None:
+    detector = ChantDetector()
+    event = detector.feed("\ud800\udfff!" * 300)  # lone surrogates, not a pair
+    assert event is not None and event.period == 3
+    # Positions count code points, as for any other text.
+    assert ChantDetector().feed("x\ud800" * 10) is None
+    half = ChantDetector()
+    half.feed("\ud83d")
+    assert half.position == 1
+
+
+def test_huge_chunks() -> None:
+    filler = "".join(f"line {i}: value={i * 7919 % 10007}\n" for i in range(200_000))  # ~5 MB
+    detector = ChantDetector()
+    assert detector.feed(filler) is None
+    assert detector.position == len(filler)
+    event = detector.feed(filler[:1000] + CHANT)
+    assert event is not None and event.start == len(filler) + 1000
+
+
+def test_token_arrays() -> None:
+    chant = np.tile(np.array([5, 17, 99, 3], dtype=np.int64), 200)
+    for dtype in (np.int32, np.int64, np.uint32):
+        event = ChantDetector().feed_tokens(chant.astype(dtype))
+        assert event is not None and event.period == 4
+        assert isinstance(event.window, tuple) and len(event.window) == 50
+        assert event.window[:4] in {(5, 17, 99, 3), (17, 99, 3, 5), (99, 3, 5, 17), (3, 5, 17, 99)}
+        assert event.to_dict()["window"] == list(event.window)
+    negative = ChantDetector().feed_tokens(np.tile(np.array([-1, 2**31 - 1], dtype=np.int32), 300))
+    assert negative is not None and set(negative.window) == {-1, 2**31 - 1}
+    big = ChantDetector().feed_tokens(np.tile(np.array([2**40, 1], dtype=np.int64), 300))
+    assert big is not None and set(big.window) == {2**40, 1}
+    strided = ChantDetector().feed_tokens(np.tile(np.array([1, 0, 2, 0], dtype=np.int32), 300)[::2])
+    assert strided is not None and strided.period == 2
+
+
+def test_bad_token_arrays() -> None:
+    detector = ChantDetector()
+    with pytest.raises(TypeError, match="dtype int32, int64 or uint32"):
+        detector.feed_tokens(np.zeros(10, dtype=np.float64))
+    with pytest.raises(TypeError, match="dtype"):
+        detector.feed_tokens(np.zeros(10, dtype=np.int16))
+    with pytest.raises(ValueError, match="1-D"):
+        detector.feed_tokens(np.zeros((2, 5), dtype=np.int32))
+    with pytest.raises(TypeError, match="numpy array"):
+        detector.feed_tokens([1, 2, 3])
+    assert detector.feed_tokens(np.zeros(0, dtype=np.int32)) is None
+
+
+def test_text_and_tokens_do_not_mix_until_reset() -> None:
+    detector = ChantDetector()
+    detector.feed("hello")
+    with pytest.raises(ValueError, match="fed text"):
+        detector.feed_tokens(np.zeros(3, dtype=np.int32))
+    detector.reset()
+    detector.feed_tokens(np.zeros(3, dtype=np.int32))
+    with pytest.raises(ValueError, match="fed token ids"):
+        detector.feed("hello")
+
+
+def test_threads_sharing_a_detector_lose_no_chunk() -> None:
+    detector = ChantDetector()
+    pieces = [f"<{i}>" for i in range(4000)]
+
+    def work(part: list[str]) -> None:
+        for piece in part:
+            detector.feed(piece)
+
+    threads = [threading.Thread(target=work, args=(pieces[k::4],)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert detector.position == sum(map(len, pieces))
+
+
+def test_long_chunks_release_the_interpreter() -> None:
+    assert _core.CHANT_DETACH_THRESHOLD == 1 << 14
+    text = "".join(f"{i:x} " for i in range(3_000_000))  # ~20 MB, no chant
+    stamps: list[float] = []
+    running = threading.Event()
+    stop = threading.Event()
+
+    def tick() -> None:
+        running.set()
+        while not stop.is_set():
+            stamps.append(time.perf_counter())
+
+    thread = threading.Thread(target=tick)
+    thread.start()
+    running.wait()
+    begin = time.perf_counter()
+    assert ChantDetector().feed(text) is None
+    end = time.perf_counter()
+    stop.set()
+    thread.join()
+    assert any(begin < s < end for s in stamps), "no other thread ran during a long feed"
+
+
+# --- REPEATED_OUTPUT in DoomLoopDetector ---------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_record_response_reports_repeated_output_without_actions() -> None:
+    detector = DoomLoopDetector()
+    detector.start_session()
+    detector.record_response("A perfectly normal answer.")
+    assert detector.get_loop_type() is None
+    detector.record_response(CHANT)
+    assert detector.is_doom_loop()
+    assert detector.get_loop_type() is DoomLoopType.REPEATED_OUTPUT
+    event = detector.get_loop_event()
+    assert event is not None
+    assert event.description == "Model output repeating — 8+ identical chunks detected"
+    assert event.recovery_action is RecoveryAction.RETRY_DIFFERENT
+    assert detector.get_stats()["loop_events"] == 1
+
+
+def test_the_verdict_lasts_until_the_next_response() -> None:
+    detector = DoomLoopDetector()
+    detector.record_response(CHANT)
+    assert detector.get_loop_type() is DoomLoopType.REPEATED_OUTPUT
+    detector.record_response("Something new.")
+    assert detector.get_loop_type() is None
+    detector.record_response(CHANT)
+    detector.start_session()
+    assert detector.get_loop_type() is None
+
+
+def test_streamed_pieces_share_windows_but_responses_do_not() -> None:
+    streamed = DoomLoopDetector()
+    for i in range(0, len(CHANT), 7):
+        streamed.record_output_chunk(CHANT[i : i + 7])
+    assert streamed.get_loop_type() is DoomLoopType.REPEATED_OUTPUT
+    streamed.end_response()
+    assert streamed.get_loop_type() is DoomLoopType.REPEATED_OUTPUT
+    streamed.record_output_chunk("A new response starts here.")
+    assert streamed.get_loop_type() is None
+
+    separate = DoomLoopDetector()
+    for _ in range(40):
+        separate.record_response("I will call the tool again. ")
+    assert separate.get_loop_type() is None
+
+
+def test_repeated_output_has_the_lowest_precedence() -> None:
+    clock = Clock()
+    detector = DoomLoopDetector(DoomLoopConfig(max_total_time=10.0), clock=clock)
+    detector.start_session()
+    detector.record_response(CHANT)
+    clock.now = 11.0
+    assert detector.get_loop_type() is DoomLoopType.RESOURCE_EXHAUSTION
+    clock.now = 0.0
+    for _ in range(3):
+        detector.record_action("search", {"q": "x"}, "same", True)
+    assert detector.get_loop_type() is DoomLoopType.REPEATED_ACTION
+
+
+def test_config_window_and_threshold_apply() -> None:
+    detector = DoomLoopDetector(DoomLoopConfig(content_chunk_size=10, max_repeated_chunks=3))
+    # The bound for period 10: 10 + 3 * (10 + 10) characters.
+    detector.record_response("0123456789" * 7)
+    assert detector.get_loop_type() is DoomLoopType.REPEATED_OUTPUT
+    assert detector.get_loop_event().description.startswith("Model output repeating — 3+")  # type: ignore[union-attr]
+
+
+def test_session_output_rejects_non_str() -> None:
+    detector = DoomLoopDetector()
+    with pytest.raises(TypeError, match="text must be a str"):
+        detector.record_response(b"x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="chunk must be a str"):
+        detector.record_output_chunk(None)  # type: ignore[arg-type]
+    detector.record_response("")
+    detector.record_response("\ud800" * 10)
+    assert detector.get_loop_type() is None
+
+
+def test_colliding_hash_key_never_raises_a_false_alarm() -> None:
+    # Base 1 makes a window's hash the sum of its code points: any two windows with the
+    # same letters in another order collide. Only confirmation against the text stands
+    # between those collisions and an alarm.
+    import random
+
+    rng = random.Random(3)
+    text = "".join(rng.choice("ab") for _ in range(50_000))
+    for window, repeats in ((50, 8), (8, 3), (4, 2)):
+        detector = ChantDetector(window, repeats, _hash_key=(0, 0))
+        event = detector.feed(text)
+        if event is not None:
+            # Short windows over two letters do repeat for real: the event must be true.
+            assert event.period is not None
+            span = text[event.start : event.end]
+            assert all(span[j] == span[j - event.period] for j in range(event.period, len(span)))
+            assert event.end - event.start >= window + (repeats - 1) * event.period
+    assert ChantDetector(_hash_key=(0, 0)).feed(text) is None
