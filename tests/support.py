@@ -5,6 +5,7 @@ A plain module rather than conftest.py, so tests can import it by a name no othe
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,19 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_section(heading: str) -> str:
+    """The README section whose ``## `` heading starts with ``heading`` (up to the next one)."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"\n## {heading}") + 1
+    end = text.find("\n## ", start)
+    return text[start : end if end != -1 else len(text)]
+
+
+def python_blocks(text: str) -> list[str]:
+    """The ```python blocks of a markdown text."""
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)

@@ -94,7 +94,8 @@ def test_timed_out_action_counts_as_failed() -> None:
 def test_falsy_results_are_values() -> None:
     # Upstream turns every falsy result into "no result"; here 0, "" and None differ.
     detector, _ = started(DoomLoopConfig(max_similar_actions=10))
-    for result in (0, "", None, [], 0, ""):
+    results: tuple[Any, ...] = (0, "", None, [], 0, "")
+    for result in results:
         detector.record_action("probe", {"x": str(result)}, result, success=True)
     assert detector.get_loop_type() is None
 
@@ -312,7 +313,7 @@ def test_config_validation_names_the_field(field: str, value: Any, error: type) 
 
 def test_config_is_frozen() -> None:
     with pytest.raises(AttributeError):
-        DoomLoopConfig().max_identical_actions = 9  # type: ignore[misc]
+        DoomLoopConfig().max_identical_actions = 9
 
 
 def test_bad_arguments_raise_clear_errors() -> None:

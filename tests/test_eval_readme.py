@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
 import threading
-from pathlib import Path
 from typing import List
 
 import pytest
 
 from doomloop.eval import LoopEvaluator
+from support import python_blocks, readme_section
 
-SECTION = Path(__file__).resolve().parents[1] / "docs" / "readme-eval.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", SECTION.read_text(encoding="utf-8"), flags=re.S)
+BLOCKS = python_blocks(readme_section("Loop-health evaluation"))
 
 
 def test_section_has_examples() -> None:

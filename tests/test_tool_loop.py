@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import sys
 import threading
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import pytest
@@ -615,11 +613,3 @@ def test_verdict_objects() -> None:
     assert "generic_repeat" in repr(verdict)
     assert not detector.check("other", {})
     assert detector.check("other", {}).to_dict() == {"stuck": False}
-
-
-def test_readme_examples_run() -> None:
-    readme = Path(__file__).resolve().parents[1] / "docs" / "readme-tool.md"
-    blocks = re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
-    assert len(blocks) == 2
-    for block in blocks:
-        exec(compile(block, str(readme), "exec"), {})
