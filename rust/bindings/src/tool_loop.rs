@@ -167,56 +167,51 @@ static NOT_STUCK: PyOnceLock<Py<LoopVerdict>> = PyOnceLock::new();
 static ALLOW: PyOnceLock<Py<ToolCallDecision>> = PyOnceLock::new();
 static CONTINUE: PyOnceLock<Py<GuardVerdict>> = PyOnceLock::new();
 
+/// The shared immutable instance in `cell`, built by `make` on first use (the verdicts of the
+/// common, not-stuck path cost no allocation).
+fn shared<T: pyo3::PyClass + Into<PyClassInitializer<T>>>(
+    cell: &PyOnceLock<Py<T>>,
+    py: Python<'_>,
+    make: impl FnOnce() -> PyResult<T>,
+) -> PyResult<Py<T>> {
+    cell.get_or_try_init(py, || Py::new(py, make()?)).map(|v| v.clone_ref(py))
+}
+
 fn not_stuck(py: Python<'_>) -> PyResult<Py<LoopVerdict>> {
-    NOT_STUCK
-        .get_or_try_init(py, || {
-            Py::new(
-                py,
-                LoopVerdict {
-                    stuck: false,
-                    level: None,
-                    detector: None,
-                    count: 0,
-                    message: None,
-                    warning_key: None,
-                    paired_tool_name: None,
-                },
-            )
+    shared(&NOT_STUCK, py, || {
+        Ok(LoopVerdict {
+            stuck: false,
+            level: None,
+            detector: None,
+            count: 0,
+            message: None,
+            warning_key: None,
+            paired_tool_name: None,
         })
-        .map(|v| v.clone_ref(py))
+    })
 }
 
 fn allow(py: Python<'_>) -> PyResult<Py<ToolCallDecision>> {
-    ALLOW
-        .get_or_try_init(py, || {
-            Py::new(
-                py,
-                ToolCallDecision {
-                    verdict: not_stuck(py)?,
-                    blocked: false,
-                    emit_warning: false,
-                    blocked_result: None,
-                },
-            )
+    shared(&ALLOW, py, || {
+        Ok(ToolCallDecision {
+            verdict: not_stuck(py)?,
+            blocked: false,
+            emit_warning: false,
+            blocked_result: None,
         })
-        .map(|v| v.clone_ref(py))
+    })
 }
 
 fn guard_continue(py: Python<'_>) -> PyResult<Py<GuardVerdict>> {
-    CONTINUE
-        .get_or_try_init(py, || {
-            Py::new(
-                py,
-                GuardVerdict {
-                    should_abort: false,
-                    detector: None,
-                    count: 0,
-                    tool_name: None,
-                    message: None,
-                },
-            )
+    shared(&CONTINUE, py, || {
+        Ok(GuardVerdict {
+            should_abort: false,
+            detector: None,
+            count: 0,
+            tool_name: None,
+            message: None,
         })
-        .map(|v| v.clone_ref(py))
+    })
 }
 
 fn guard_verdict(
