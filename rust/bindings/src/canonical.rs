@@ -241,12 +241,7 @@ fn next_child<'py>(source: &mut Source<'py>, skip: Option<KeyFilter<'_>>) -> Opt
     }
 }
 
-fn classify<'py>(
-    item: &Bound<'py, PyAny>,
-    depth: usize,
-    frames: &[Frame<'py>],
-    canon: &Canon,
-) -> Step<'py> {
+fn classify<'py>(item: &Bound<'py, PyAny>, depth: usize, frames: &[Frame<'py>], canon: &Canon) -> Step<'py> {
     if let Some(digest) = scalar_digest(item) {
         return Step::Digest(digest);
     }
@@ -371,7 +366,9 @@ fn reduce_state<'py>(item: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     }
     let parts = reduced.cast::<PyTuple>()?;
     let args = parts.get_item(1)?;
-    let state = parts.get_item(2).unwrap_or_else(|_| item.py().None().into_bound(item.py()));
+    let state = parts
+        .get_item(2)
+        .unwrap_or_else(|_| item.py().None().into_bound(item.py()));
     Ok(PyTuple::new(item.py(), [args, state])?.into_any())
 }
 
@@ -392,13 +389,11 @@ fn int_digest(int: &Bound<'_, PyInt>) -> u64 {
         return fp::hash_i64(small);
     }
     // Beyond 64 bits: sign and magnitude bytes from Python itself.
-    let magnitude = int
-        .call_method0("__abs__")
-        .and_then(|abs| {
-            let bits: usize = abs.call_method0("bit_length")?.extract()?;
-            abs.call_method1("to_bytes", (bits.div_ceil(8).max(1), "little"))?
-                .extract::<Vec<u8>>()
-        });
+    let magnitude = int.call_method0("__abs__").and_then(|abs| {
+        let bits: usize = abs.call_method0("bit_length")?.extract()?;
+        abs.call_method1("to_bytes", (bits.div_ceil(8).max(1), "little"))?
+            .extract::<Vec<u8>>()
+    });
     let negative = int.lt(0).unwrap_or(false);
     match magnitude {
         Ok(bytes) => fp::hash_int_magnitude(negative, &bytes),

@@ -127,7 +127,9 @@ impl SessionEngine {
     fn new(config: &Bound<'_, PyAny>, clock: Option<Py<PyAny>>) -> PyResult<Self> {
         if let Some(clock) = &clock {
             if !clock.bind(config.py()).is_callable() {
-                return Err(PyTypeError::new_err("clock must be a zero-argument callable returning seconds"));
+                return Err(PyTypeError::new_err(
+                    "clock must be a zero-argument callable returning seconds",
+                ));
             }
         }
         let session_config = SessionConfig {
@@ -186,7 +188,9 @@ impl SessionEngine {
             .map_err(|_| PyTypeError::new_err("success must be a bool"))?
             .is_true();
         if duration.is_nan() || duration < 0.0 {
-            return Err(PyValueError::new_err("duration must be a non-negative number of seconds"));
+            return Err(PyValueError::new_err(
+                "duration must be a non-negative number of seconds",
+            ));
         }
         if let Some(metadata) = metadata {
             if !metadata.is_none() && !metadata.is_instance_of::<PyDict>() {
@@ -200,7 +204,11 @@ impl SessionEngine {
         } else {
             fingerprint(args)
         };
-        let result_digest = if result.is_none() { hash_none() } else { fingerprint(result) };
+        let result_digest = if result.is_none() {
+            hash_none()
+        } else {
+            fingerprint(result)
+        };
         {
             let mut state = slf.get().lock();
             state
@@ -294,7 +302,11 @@ impl SessionEngine {
     /// The last ten action types, oldest first.
     fn _recent_action_types(&self, py: Python<'_>) -> Vec<Py<PyString>> {
         let state = self.lock();
-        let mut types: Vec<Py<PyString>> = state.recent_types.iter_newest_first().map(|t| t.clone_ref(py)).collect();
+        let mut types: Vec<Py<PyString>> = state
+            .recent_types
+            .iter_newest_first()
+            .map(|t| t.clone_ref(py))
+            .collect();
         types.reverse();
         types
     }

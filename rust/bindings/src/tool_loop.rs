@@ -9,8 +9,7 @@
 use std::sync::{Mutex, MutexGuard};
 
 use doomloop_engine::tool_loop::{
-    CompactionGuard, Decision, Finding, GuardVerdict as EngineGuardVerdict, Level, LoopConfig,
-    ToolLoopSession,
+    CompactionGuard, Decision, Finding, GuardVerdict as EngineGuardVerdict, Level, LoopConfig, ToolLoopSession,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -174,7 +173,8 @@ fn shared<T: pyo3::PyClass + Into<PyClassInitializer<T>>>(
     py: Python<'_>,
     make: impl FnOnce() -> PyResult<T>,
 ) -> PyResult<Py<T>> {
-    cell.get_or_try_init(py, || Py::new(py, make()?)).map(|v| v.clone_ref(py))
+    cell.get_or_try_init(py, || Py::new(py, make()?))
+        .map(|v| v.clone_ref(py))
 }
 
 fn not_stuck(py: Python<'_>) -> PyResult<Py<LoopVerdict>> {

@@ -50,7 +50,6 @@ pub(crate) const SEND_ACTIONS: [&str; 9] = [
     "poll",
 ];
 
-
 /// Optional extension points; `None` on the engine when none is used (keeps sessions small).
 #[derive(Default)]
 pub(crate) struct Rules {
@@ -249,7 +248,10 @@ pub(crate) fn field<'py>(mapping: Option<&Bound<'py, PyAny>>, key: &Bound<'py, P
 }
 
 /// `mapping[key]` when it is a str.
-pub(crate) fn str_field<'py>(mapping: Option<&Bound<'py, PyAny>>, key: &Bound<'py, PyString>) -> Option<Bound<'py, PyString>> {
+pub(crate) fn str_field<'py>(
+    mapping: Option<&Bound<'py, PyAny>>,
+    key: &Bound<'py, PyString>,
+) -> Option<Bound<'py, PyString>> {
     field(mapping, key).and_then(|v| v.cast_into::<PyString>().ok())
 }
 
@@ -512,4 +514,3 @@ pub(crate) fn custom_normaliser<'py>(rules: Option<&Rules>, call: &Call<'py>) ->
         .get(call.tool.to_str()?)
         .map(|n| n.bind(call.tool.py()).clone()))
 }
-

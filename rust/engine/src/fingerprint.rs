@@ -108,10 +108,7 @@ pub fn hash_action(type_digest: u64, args_digest: u64) -> u64 {
 
 /// An integer given as sign and little-endian magnitude bytes (any length, any trailing zeros).
 pub fn hash_int_magnitude(negative: bool, magnitude_le: &[u8]) -> u64 {
-    let used = magnitude_le
-        .iter()
-        .rposition(|&b| b != 0)
-        .map_or(0, |last| last + 1);
+    let used = magnitude_le.iter().rposition(|&b| b != 0).map_or(0, |last| last + 1);
     let magnitude = &magnitude_le[..used];
     // Zero has one encoding: no sign.
     let sign = (negative && used > 0) as u8;
@@ -323,8 +320,23 @@ mod tests {
 
     #[test]
     fn hash_i64_matches_the_magnitude_encoding() {
-        for value in [0i64, 1, -1, 255, 256, -256, 65_535, i64::MAX, i64::MIN, 1 << 40, -(1 << 56)] {
-            assert_eq!(hash_i64(value), hash_int_magnitude(value < 0, &value.unsigned_abs().to_le_bytes()));
+        for value in [
+            0i64,
+            1,
+            -1,
+            255,
+            256,
+            -256,
+            65_535,
+            i64::MAX,
+            i64::MIN,
+            1 << 40,
+            -(1 << 56),
+        ] {
+            assert_eq!(
+                hash_i64(value),
+                hash_int_magnitude(value < 0, &value.unsigned_abs().to_le_bytes())
+            );
         }
     }
 
@@ -333,7 +345,10 @@ mod tests {
         // 2^64 exactly: magnitude bytes 00 x8, 01
         let mut two_64 = [0u8; 9];
         two_64[8] = 1;
-        assert_eq!(hash_f64(18_446_744_073_709_551_616.0), hash_int_magnitude(false, &two_64));
+        assert_eq!(
+            hash_f64(18_446_744_073_709_551_616.0),
+            hash_int_magnitude(false, &two_64)
+        );
         // 2^100 = 1 << 100: byte 12 holds 1 << 4.
         let mut two_100 = [0u8; 13];
         two_100[12] = 0x10;
@@ -347,7 +362,10 @@ mod tests {
     fn integer_magnitude_is_minimal() {
         assert_eq!(hash_int_magnitude(false, &[5, 0, 0, 0]), hash_i64(5));
         assert_eq!(hash_int_magnitude(true, &[]), hash_i64(0));
-        assert_eq!(hash_i64(i64::MIN), hash_int_magnitude(true, &[0, 0, 0, 0, 0, 0, 0, 0x80]));
+        assert_eq!(
+            hash_i64(i64::MIN),
+            hash_int_magnitude(true, &[0, 0, 0, 0, 0, 0, 0, 0x80])
+        );
         let long = vec![0xffu8; 40];
         assert_ne!(hash_int_magnitude(false, &long), hash_int_magnitude(true, &long));
     }

@@ -66,7 +66,11 @@ impl<T> Ring<T> {
     pub fn iter_newest_first(&self) -> impl Iterator<Item = &T> + '_ {
         // Two plain slices (no per-item modulo): before `next` are the newest items, from
         // `next` on the oldest (that part is empty until the buffer has wrapped).
-        let split = if self.items.len() < self.capacity { self.items.len() } else { self.next };
+        let split = if self.items.len() < self.capacity {
+            self.items.len()
+        } else {
+            self.next
+        };
         let (newer, older) = self.items.split_at(split.min(self.items.len()));
         newer.iter().rev().chain(older.iter().rev())
     }

@@ -230,7 +230,11 @@ impl Session {
                 .history
                 .back(period - 1)
                 .is_some_and(|old| old.identity == identity && old.result == result);
-            self.period_runs[period] = if repeats { self.period_runs[period].saturating_add(1) } else { 0 };
+            self.period_runs[period] = if repeats {
+                self.period_runs[period].saturating_add(1)
+            } else {
+                0
+            };
         }
         self.history.push(record);
         self.stats.total_actions += 1;
@@ -372,7 +376,8 @@ impl Session {
     /// The delay to wait now; the next one grows by the multiplier, capped at `max_backoff`.
     pub fn next_backoff(&mut self) -> f64 {
         let delay = self.stats.current_backoff.min(self.config.max_backoff);
-        self.stats.current_backoff = (self.stats.current_backoff * self.config.backoff_multiplier).min(self.config.max_backoff);
+        self.stats.current_backoff =
+            (self.stats.current_backoff * self.config.backoff_multiplier).min(self.config.max_backoff);
         delay
     }
 
@@ -422,7 +427,8 @@ impl Session {
         self.last_plan
             .and_then(|state| self.plan_visits.get(&state))
             .is_some_and(|visit| {
-                visit.count >= self.config.min_cycle_repeats && visit.markers_at_first_visit == self.stats.progress_markers
+                visit.count >= self.config.min_cycle_repeats
+                    && visit.markers_at_first_visit == self.stats.progress_markers
             })
     }
 }

@@ -87,7 +87,10 @@ mod tests {
     #[test]
     fn first_pattern_unknown_tool() {
         assert_eq!(unknown_tool_name("Unknown tool: Foo_Bar"), Some("foo_bar".into()));
-        assert_eq!(unknown_tool_name("error: unknown tool \"web.search\" requested"), Some("web.search".into()));
+        assert_eq!(
+            unknown_tool_name("error: unknown tool \"web.search\" requested"),
+            Some("web.search".into())
+        );
         assert_eq!(unknown_tool_name("unknown tool:\u{a0}'x-1'"), Some("x-1".into()));
         // The separator is required, and so is a name.
         assert_eq!(unknown_tool_name("unknown toolfoo"), None);
@@ -97,7 +100,10 @@ mod tests {
     #[test]
     fn second_pattern_not_found_or_not_available() {
         assert_eq!(unknown_tool_name("Tool grep not found"), Some("grep".into()));
-        assert_eq!(unknown_tool_name("tool 'Deploy' is not available"), Some("deploy".into()));
+        assert_eq!(
+            unknown_tool_name("tool 'Deploy' is not available"),
+            Some("deploy".into())
+        );
         assert_eq!(unknown_tool_name("tool grep was found"), None);
         assert_eq!(unknown_tool_name("toolgrep not found"), None);
     }
