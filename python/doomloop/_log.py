@@ -30,3 +30,8 @@ def warning(message: str, *args: object) -> None:
 def info(message: str, *args: object) -> None:
     """Log an info line under the ``doomloop`` logger."""
     _logger().info(message, *args)
+
+
+def error(message: str, *args: object) -> None:
+    """Log an error under the ``doomloop`` logger."""
+    _logger().error(message, *args)

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from . import _validate
+from . import _log, _validate
 from ._core import MAX_GUARD_WINDOW, MAX_HISTORY_SIZE
 
 __all__ = [
@@ -19,8 +18,6 @@ __all__ = [
     "normalize_agent_id",
     "resolve_openclaw_block",
 ]
-
-logger = logging.getLogger("doomloop")
 
 _OWNER = "LoopDetectionConfig"
 
@@ -110,7 +107,7 @@ def _agent_blocks(cfg: Mapping[str, Any], strict: bool) -> List[Tuple[str, str, 
 def _bad(strict: bool, path: str, problem: str, fallback: Any) -> Any:
     if strict:
         raise ConfigError(path, problem)
-    logger.warning("loop-detection config: %s %s; ignored", path, problem)
+    _log.warning("loop-detection config: %s %s; ignored", path, problem)
     return fallback
 
 
@@ -232,11 +229,11 @@ def _lenient_number(path: str, key: str, value: Any, default: int) -> int:
     if value is None:
         return default
     if not _is_positive_int(value):
-        logger.warning("loop-detection config: %s must be a positive integer, got %r; using %d", path, value, default)
+        _log.warning("loop-detection config: %s must be a positive integer, got %r; using %d", path, value, default)
         return default
     cap = _CAPS.get(key)
     if cap is not None and value > cap:
-        logger.warning("loop-detection config: %s is capped at %d (got %r)", path, cap, value)
+        _log.warning("loop-detection config: %s is capped at %d (got %r)", path, cap, value)
         return cap
     return int(value)
 
@@ -245,7 +242,7 @@ def _lenient_bool(path: str, value: Any, default: bool) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        logger.warning("loop-detection config: %s must be true or false, got %r; using %s", path, value, default)
+        _log.warning("loop-detection config: %s must be true or false, got %r; using %s", path, value, default)
         return default
     return value
 
@@ -312,12 +309,12 @@ class LoopDetectionConfig:
         path = "tools.loopDetection"
         for key in block:
             if key not in _BLOCK_KEYS:
-                logger.warning("loop-detection config: %s.%s is not a known key; ignored", path, key)
+                _log.warning("loop-detection config: %s.%s is not a known key; ignored", path, key)
         enabled = block.get("enabled")
         if enabled is not None and not isinstance(enabled, bool):
             # OpenClaw detects only on `enabled === true` and disables the guard only on
             # `=== false`: anything else means unset.
-            logger.warning("loop-detection config: %s.enabled must be true or false, got %r; treated as unset", path, enabled)
+            _log.warning("loop-detection config: %s.enabled must be true or false, got %r; treated as unset", path, enabled)
             enabled = None
         values: Dict[str, Any] = {"enabled": enabled}
         for key, (name, default) in _NUMBERS.items():
@@ -353,10 +350,10 @@ class LoopDetectionConfig:
         critical = self.critical_threshold
         breaker = self.global_circuit_breaker_threshold
         if critical <= warning:
-            logger.warning("loop detection: critical_threshold %d <= warning_threshold %d; using %d", critical, warning, warning + 1)
+            _log.warning("loop detection: critical_threshold %d <= warning_threshold %d; using %d", critical, warning, warning + 1)
             critical = warning + 1
         if breaker <= critical:
-            logger.warning(
+            _log.warning(
                 "loop detection: global_circuit_breaker_threshold %d <= critical_threshold %d; using %d",
                 breaker,
                 critical,

@@ -10,9 +10,9 @@ The verdict types (:class:`LoopVerdict`, :class:`ToolCallDecision`, :class:`Tool
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Mapping, Optional
 
+from . import _log
 from ._core import (
     GuardEngine,
     GuardVerdict,
@@ -34,8 +34,6 @@ __all__ = [
     "ToolOutcome",
     "tool_result_hash",
 ]
-
-logger = logging.getLogger("doomloop")
 
 _CONFIG_FIELDS = frozenset(LoopDetectionConfig.__dataclass_fields__)
 _EXTENSIONS = frozenset({"tool_aliases", "known_poll_tools", "volatile_keys", "normalisers", "send_like"})
@@ -146,7 +144,7 @@ class ToolLoopDetector(ToolLoopEngine):
         ``post-compaction guard armed for N attempts``."""
         attempts = self._arm()
         if attempts:
-            logger.info("post-compaction guard armed for %d attempts", attempts)
+            _log.info("post-compaction guard armed for %d attempts", attempts)
         return attempts
 
     def __sizeof__(self) -> int:
@@ -156,16 +154,16 @@ class ToolLoopDetector(ToolLoopEngine):
         # Called by the engine, lock released, when a call is blocked or a warning is emitted.
         verdict = decision.verdict
         if decision.blocked:
-            logger.warning("tool call blocked (%s, count %d): %s", verdict.detector, verdict.count, verdict.message)
+            _log.warning("tool call blocked (%s, count %d): %s", verdict.detector, verdict.count, verdict.message)
         else:
-            logger.warning("tool loop warning (%s, count %d): %s", verdict.detector, verdict.count, verdict.message)
+            _log.warning("tool loop warning (%s, count %d): %s", verdict.detector, verdict.count, verdict.message)
 
     def _on_compaction_loop(self, outcome: ToolOutcome) -> None:
         # Called by the engine, lock released, when the guard says abort.
         guard = outcome.guard
         if guard is None:
             return
-        logger.error("%s", guard.message)
+        _log.error("%s", guard.message)
         if self.raise_on_compaction_loop:
             raise CompactionLoopPersisted.from_verdict(guard)
 
@@ -184,6 +182,6 @@ class PostCompactionGuard(GuardEngine):
     def arm(self) -> int:
         """Start watching; logs ``post-compaction guard armed for N attempts``; returns N."""
         attempts = self._arm()
-        logger.info("post-compaction guard armed for %d attempts", attempts)
+        _log.info("post-compaction guard armed for %d attempts", attempts)
         return attempts
 
