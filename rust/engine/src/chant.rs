@@ -359,14 +359,12 @@ impl<S: Symbol> Chant<S> {
             ..key
         };
         let buckets = ((config.max_distance() + 1).next_power_of_two() / 2).max(1);
-        let longest = (config.max_distance() + config.window) as usize;
-        let powers: Vec<u64> = std::iter::successors(Some(1u64), |p| Some(p.wrapping_mul(key.base)))
-            .take(longest + 1)
-            .collect();
         Chant {
             key,
-            window_power: powers.get(config.window as usize).copied().unwrap_or(1),
-            powers,
+            window_power: key.base.wrapping_pow(u32::try_from(config.window).unwrap_or(u32::MAX)),
+            // Filled with the other tables on first feed: a detector that never sees output
+            // (most `DoomLoopDetector`s) costs a few hundred bytes, not tens of KiB.
+            powers: Vec::new(),
             symbols: Vec::new(),
             prefix: Vec::new(),
             // A batch is hashed before its anchors are counted: room for it beyond the history.
@@ -467,6 +465,11 @@ impl<S: Symbol> Chant<S> {
     }
 
     fn allocate(&mut self) {
+        let longest = (self.config.max_distance() + self.config.window) as usize;
+        let base = self.key.base;
+        self.powers = std::iter::successors(Some(1u64), |p| Some(p.wrapping_mul(base)))
+            .take(longest + 1)
+            .collect();
         let size = (self.mask + 1) as usize;
         self.symbols = vec![S::default(); size];
         self.prefix = vec![0; size];

@@ -651,6 +651,19 @@ mod tests {
     }
 
     #[test]
+    fn output_tables_are_allocated_only_when_output_is_recorded() {
+        let mut s = session(SessionConfig::default());
+        for i in 0..10 {
+            act(&mut s, i, i, i, true);
+        }
+        assert_eq!(s.output.heap_bytes(), 0);
+        s.record_response(chars("Some answer."));
+        assert!(s.output.heap_bytes() > 0);
+        s.start(T);
+        assert_eq!(s.output.heap_bytes(), 0);
+    }
+
+    #[test]
     fn huge_thresholds_allocate_nothing_extra() {
         let s = session(SessionConfig {
             max_identical_actions: u64::MAX,
