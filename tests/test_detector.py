@@ -311,6 +311,12 @@ def test_config_validation_names_the_field(field: str, value: Any, error: type) 
         DoomLoopConfig(**{field: value})
 
 
+def test_output_settings_beyond_the_chant_engine_are_rejected() -> None:
+    # Valid alone, but too large for the REPEATED_OUTPUT engine: refused, never clamped.
+    with pytest.raises(ValueError, match="content_chunk_size"):
+        DoomLoopDetector(DoomLoopConfig(content_chunk_size=100_000))
+
+
 def test_config_is_frozen() -> None:
     with pytest.raises(AttributeError):
         DoomLoopConfig().max_identical_actions = 9

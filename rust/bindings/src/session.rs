@@ -150,6 +150,9 @@ impl SessionEngine {
             content_chunk_size: read(config, "content_chunk_size")?,
             max_repeated_chunks: read(config, "max_repeated_chunks")?,
         };
+        if let Some(problem) = session_config.chant_config().problem() {
+            return Err(PyValueError::new_err(format!("DoomLoopConfig: {problem}")));
+        }
         Ok(SessionEngine {
             state: Mutex::new(State {
                 session: Session::new(session_config),

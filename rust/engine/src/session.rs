@@ -104,6 +104,18 @@ impl Default for SessionConfig {
     }
 }
 
+impl SessionConfig {
+    /// The REPEATED_OUTPUT detector's settings (check `problem()` before trusting them:
+    /// `Session::new` clamps an unusable one).
+    pub fn chant_config(&self) -> ChantConfig {
+        ChantConfig {
+            window: self.content_chunk_size,
+            min_repeats: self.max_repeated_chunks,
+            ..ChantConfig::default()
+        }
+    }
+}
+
 /// One recorded action: digests only, 25 bytes of payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ActionRecord {
@@ -185,11 +197,7 @@ impl Session {
                 ..SessionStats::default()
             },
             last_type: None,
-            output: Chant::new(ChantConfig {
-                window: config.content_chunk_size,
-                min_repeats: config.max_repeated_chunks,
-                ..ChantConfig::default()
-            }),
+            output: Chant::new(config.chant_config()),
             output_open: false,
             config,
         }
