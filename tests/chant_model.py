@@ -57,8 +57,8 @@ def model(
         if ignore_whitespace and all(blank(c) for c in w):
             key = None
         else:
-            # 2**64 - 1 means "no key" in the engine; a real key of that value counts as one less.
-            key = min((prefix[i + 1] - prefix[i + 1 - window] * base_w) & M64, M64 - 1)
+            # A window's rank: the top 30 bits of its 64-bit hash.
+            key = ((prefix[i + 1] - prefix[i + 1 - window] * base_w) & M64) >> 34
         earlier = [k for k in keys[-span:] if k is not None]
         keys.append(key)
         if key is None or any(key > k for k in earlier):

@@ -9,18 +9,20 @@ extends), so ``feed`` runs no Python code unless it finds a chant.
 
 The rule, exactly (positions count characters, i.e. code points, or tokens):
 
-* each position ends a window, keyed by a polynomial hash with a secret per-detector key;
-  windows of whitespace only have no key when ``ignore_whitespace`` is set;
-* a window is an *anchor* when its key is no greater than the keys of the previous 16
+* each position ends a window, ranked by the top 30 bits of a polynomial hash with a secret
+  per-detector key; windows of whitespace only have no rank when ``ignore_whitespace`` is
+  set;
+* a window is an *anchor* when its rank is no greater than the ranks of the previous 16
   windows (or the largest power of two <= ``content_chunk_size + max_repeated_chunks``
   when that is smaller): about one window in 17 of ordinary text, while in periodic text
-  the period's smallest-key window is an anchor at every occurrence;
+  the period's smallest-rank window is an anchor at every occurrence;
 * an anchor is *counted* when it ends at least ``content_chunk_size`` after the same
   window's previous counted occurrence (so one long divider line is not a chant);
 * counted occurrences chain while the distance between them stays the same, at most
   ``max_period + content_chunk_size - 1``, and the text between them is identical;
-* a chain of ``max_repeated_chunks`` occurrences is chanting. It is confirmed against the
-  real text before it is reported, so a hash collision cannot raise an alarm.
+* a chain of ``max_repeated_chunks`` occurrences is chanting. The text between occurrences
+  is compared character by character, and the chain again before it is reported, so a hash
+  collision cannot raise an alarm.
 
 A chant of period ``p <= max_period`` (that is not only whitespace) is reported within
 ``content_chunk_size + max_repeated_chunks * (p + content_chunk_size)`` characters of its

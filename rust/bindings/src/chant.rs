@@ -8,27 +8,27 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use doomloop_engine::chant::{Chant, ChantConfig, ChantEvent, HashKey, Token};
+use doomloop_engine::chant::{Chant, ChantConfig, ChantEvent, HashKey, TextInput, Token};
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyIterator, PyString, PyTuple};
+use pyo3::types::{PyIterator, PyString, PyTuple};
+use pyo3::{ffi, intern};
 
 /// Chunks at least this long (UTF-8 bytes of a str, or tokens) are scanned with the
 /// interpreter lock released.
 pub const CHANT_DETACH_THRESHOLD: usize = 1 << 14;
 
-/// A text chunk as code points, borrowed from the `str` whenever it is valid UTF-8.
-pub(crate) enum Text<'a> {
-    Utf8(&'a str),
-    /// A str holding lone surrogates (which UTF-8 cannot carry), decoded to code points.
-    CodePoints(Vec<u32>),
-}
+/// Non-ASCII strs at least this long (in code points) are copied out as code points: faster
+/// to scan than UTF-8, and CPython would otherwise keep a UTF-8 copy on the str.
+const COPY_THRESHOLD: usize = 1024;
 
-/// Something that consumes the code points of a chunk (generic, so the scan loop inlines).
-pub(crate) trait CodePointSink {
-    type Output;
-    fn take<I: Iterator<Item = u32>>(self, code_points: I) -> Self::Output;
+/// A text chunk: borrowed from the `str` (ASCII bytes, or short UTF-8 text) or its code
+/// points copied out (long non-ASCII text, or text with lone surrogates, which UTF-8 cannot
+/// carry).
+pub(crate) enum Text<'a> {
+    Borrowed(TextInput<'a>),
+    CodePoints(Vec<u32>),
 }
 
 impl<'a> Text<'a> {
@@ -37,33 +37,44 @@ impl<'a> Text<'a> {
         let string = chunk
             .cast::<PyString>()
             .map_err(|_| PyTypeError::new_err(format!("{name} must be a str, got {}", type_name(chunk))))?;
-        if let Ok(utf8) = string.to_str() {
-            return Ok(Text::Utf8(utf8));
+        let length = string.len()?;
+        // `isascii()` reads a flag of the str: worth a call only for long text.
+        if length < COPY_THRESHOLD || string.call_method0(intern!(chunk.py(), "isascii"))?.is_truthy()? {
+            if let Ok(utf8) = string.to_str() {
+                return Ok(Text::Borrowed(if utf8.is_ascii() {
+                    TextInput::Ascii(utf8.as_bytes())
+                } else {
+                    TextInput::Utf8(utf8)
+                }));
+            }
         }
-        let encoded = string.call_method1("encode", ("utf-32-le", "surrogatepass"))?;
-        let bytes = encoded.cast_into::<PyBytes>()?;
-        let code_points = bytes
-            .as_bytes()
-            .chunks_exact(4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        Ok(Text::CodePoints(code_points))
+        Ok(Text::CodePoints(code_points(string, length)?))
+    }
+
+    pub(crate) fn input(&self) -> TextInput<'_> {
+        match self {
+            Text::Borrowed(text) => *text,
+            Text::CodePoints(code_points) => TextInput::CodePoints(code_points),
+        }
     }
 
     pub(crate) fn is_long(&self) -> bool {
-        match self {
-            Text::Utf8(s) => s.len() >= CHANT_DETACH_THRESHOLD,
-            Text::CodePoints(v) => v.len() >= CHANT_DETACH_THRESHOLD,
-        }
+        self.input().len() >= CHANT_DETACH_THRESHOLD
     }
+}
 
-    pub(crate) fn drive<S: CodePointSink>(&self, sink: S) -> S::Output {
-        match self {
-            Text::Utf8(s) if s.is_ascii() => sink.take(s.bytes().map(u32::from)),
-            Text::Utf8(s) => sink.take(s.chars().map(u32::from)),
-            Text::CodePoints(v) => sink.take(v.iter().copied()),
-        }
+/// The code points of a str of `length` code points, lone surrogates included.
+fn code_points(string: &Bound<'_, PyString>, length: usize) -> PyResult<Vec<u32>> {
+    let mut buffer = vec![0u32; length];
+    let size = isize::try_from(length).map_err(|_| PyValueError::new_err("text is too long"))?;
+    // SAFETY: `buffer` holds `size` code points, the str's length; CPython writes at most
+    // that many (no terminator with copy_null = 0) and returns NULL, with an exception set,
+    // on failure.
+    let written = unsafe { ffi::PyUnicode_AsUCS4(string.as_ptr(), buffer.as_mut_ptr(), size, 0) };
+    if written.is_null() {
+        return Err(PyErr::fetch(string.py()));
     }
+    Ok(buffer)
 }
 
 fn type_name(value: &Bound<'_, PyAny>) -> String {
@@ -71,15 +82,6 @@ fn type_name(value: &Bound<'_, PyAny>) -> String {
         .get_type()
         .name()
         .map_or_else(|_| "an unknown type".to_owned(), |n| n.to_string())
-}
-
-struct TextSink<'a>(&'a mut Chant<u32>);
-
-impl CodePointSink for TextSink<'_> {
-    type Output = Option<ChantEvent<u32>>;
-    fn take<I: Iterator<Item = u32>>(self, code_points: I) -> Self::Output {
-        self.0.feed(code_points)
-    }
 }
 
 /// Which kind of stream a detector has been fed since it was created or reset.
@@ -220,7 +222,7 @@ impl ChantEngine {
         let scan = || -> PyResult<Option<ChantEvent<u32>>> {
             let mut stream = engine.lock();
             let chant = engine.text_chant(&mut stream)?;
-            Ok(text.drive(TextSink(chant)))
+            Ok(chant.feed_text(text.input()))
         };
         let found = if text.is_long() {
             slf.py().detach(scan)?

@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyString};
 
 use crate::canonical::{fingerprint, fingerprint_str};
-use crate::chant::{CodePointSink, Text};
+use crate::chant::Text;
 
 /// Action types kept for `DoomLoopEvent.action_history`.
 const RECENT_TYPES: usize = 10;
@@ -70,7 +70,14 @@ impl SessionEngine {
         let name = if whole { "text" } else { "chunk" };
         let text = Text::read(text, name)?;
         let engine = slf.get();
-        let scan = || text.drive(OutputSink { engine, whole });
+        let scan = || {
+            let mut state = engine.lock();
+            if whole {
+                state.session.record_response(text.input());
+            } else {
+                state.session.record_output_chunk(text.input());
+            }
+        };
         if text.is_long() {
             slf.py().detach(scan);
         } else {
@@ -89,24 +96,6 @@ impl SessionEngine {
             slf.call_method1("_on_loop_episode", (finding_code(finding),))?;
         }
         Ok(finding)
-    }
-}
-
-/// Feeds a response (whole, or one streamed piece) to the session under its lock.
-struct OutputSink<'a> {
-    engine: &'a SessionEngine,
-    whole: bool,
-}
-
-impl CodePointSink for OutputSink<'_> {
-    type Output = ();
-    fn take<I: Iterator<Item = u32>>(self, code_points: I) {
-        let mut state = self.engine.lock();
-        if self.whole {
-            state.session.record_response(code_points);
-        } else {
-            state.session.record_output_chunk(code_points);
-        }
     }
 }
 

@@ -2,14 +2,15 @@
 //!
 //! The rule (mirrored by the pure-Python model in the tests):
 //!
-//! * Every position `i` ends a window: the last `window` symbols. Its *key* is a keyed
-//!   polynomial hash of the window (mod 2^64, random key per detector), or "none" when
-//!   `ignore_whitespace` is set and the window is whitespace only.
-//! * A window is an *anchor* when it has a key no greater than the keys of the previous
+//! * Every position `i` ends a window: the last `window` symbols. Its *hash* is a keyed
+//!   polynomial hash of the window (mod 2^64, random key per detector) and its *rank* the top
+//!   30 bits of the hash, or "none" when `ignore_whitespace` is set and the window is
+//!   whitespace only.
+//! * A window is an *anchor* when it has a rank no greater than the ranks of the previous
 //!   `anchor_span()` windows (16, or the largest power of two <= `window + min_repeats` when
 //!   that is smaller, so the warm-up fits in the latency bound). Only anchors are counted:
 //!   about one window in 17 of ordinary text, yet in any periodic text the period's
-//!   smallest-key window is an anchor at every occurrence, so every chant keeps one chain
+//!   smallest-rank window is an anchor at every occurrence, so every chant keeps one chain
 //!   per period.
 //! * Each distinct window keeps its last *counted* occurrence, a chain gap and a count. An
 //!   anchor less than one window after the last counted one is not counted (a long divider
@@ -21,9 +22,11 @@
 //!   Identical gaps are what separate a chant from code that shares boilerplate.
 //! * A chain of `min_repeats` occurrences is chanting. The detector then latches until reset.
 //!
-//! Cost: O(1) per symbol (one multiply-add of the rolling hash, a minimum over the last few
-//! keys, and a table probe for anchors only); memory fixed by the configuration. Before an
-//! alarm is raised the whole chained span is compared symbol by symbol, so a hash collision
+//! Cost: O(1) per symbol, in three passes over batches of 256 symbols, each a tight loop:
+//! the rolling hash and rank of every window; the minimum rank of the windows before each
+//! (vector code: doubling minima on 32-bit lanes); the table probe of the anchors only.
+//! Memory is fixed by the configuration. The text between occurrences is compared symbol by
+//! symbol, and the whole chained span again before an alarm is raised, so a hash collision
 //! (crafted or not) can only ever cost a missed link, never an alarm.
 
 use std::collections::hash_map::RandomState;
@@ -42,14 +45,15 @@ const BATCH: usize = 256;
 const MAX_DISTANCE: u64 = u16::MAX as u64;
 const MAX_REPEATS: u64 = u16::MAX as u64;
 const WAYS: usize = 4;
-const NO_KEY: u64 = u64::MAX;
+/// The rank of "no window" (see `rank`).
+const NO_RANK: i32 = i32::MAX;
 
 /// One unit of the stream: a Unicode code point or a token id.
 pub trait Symbol: Copy + Eq + Default {
     /// The symbol's value for hashing.
     fn key(self) -> u64;
-    /// Whitespace, for `ignore_whitespace` (token ids never are).
-    fn is_blank(self) -> bool;
+    /// 1 for whitespace, else 0, for `ignore_whitespace` (token ids never are).
+    fn blank_bit(self) -> u64;
 }
 
 /// A Unicode code point (lone surrogates included, so any Python `str` can be fed).
@@ -60,8 +64,13 @@ impl Symbol for u32 {
     }
 
     #[inline(always)]
-    fn is_blank(self) -> bool {
-        is_white_space(self)
+    fn blank_bit(self) -> u64 {
+        // ASCII, nearly all text, by table with no branch on the character (spaces are
+        // irregular); the branch on `< 0x80` is predictable.
+        match ASCII_BLANK.get(self as usize) {
+            Some(&bit) => u64::from(bit),
+            None => u64::from(is_white_space(self)),
+        }
     }
 }
 
@@ -76,21 +85,58 @@ impl Symbol for Token {
     }
 
     #[inline(always)]
-    fn is_blank(self) -> bool {
-        false
+    fn blank_bit(self) -> u64 {
+        0
     }
 }
 
 /// Unicode White_Space (what Rust's `char::is_whitespace` accepts), for any code point.
 #[inline(always)]
 pub fn is_white_space(c: u32) -> bool {
-    const ASCII: u64 = (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12) | (1 << 13) | (1 << 32);
-    // No branch on `c < 64`: text mixes letters with spaces and punctuation unpredictably.
-    let low = (ASCII >> (c & 63)) & u64::from(c < 64);
-    if c < 0x85 {
-        low == 1
+    if c < 64 {
+        (ASCII_WHITE_SPACE >> c) & 1 == 1
     } else {
         char::from_u32(c).is_some_and(char::is_whitespace)
+    }
+}
+
+/// The ASCII White_Space characters (all below 64), one bit each.
+const ASCII_WHITE_SPACE: u64 = (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12) | (1 << 13) | (1 << 32);
+
+/// 1 for each ASCII White_Space character.
+static ASCII_BLANK: [u8; 128] = {
+    let mut table = [0u8; 128];
+    let mut c = 0;
+    while c < 64 {
+        table[c] = ((ASCII_WHITE_SPACE >> c) & 1) as u8;
+        c += 1;
+    }
+    table
+};
+
+/// Text for a detector of code points, in the forms a caller may hold it.
+#[derive(Clone, Copy, Debug)]
+pub enum TextInput<'a> {
+    /// ASCII text: its bytes are its code points (the fastest form).
+    Ascii(&'a [u8]),
+    /// Any UTF-8 text.
+    Utf8(&'a str),
+    /// Code points (lone surrogates included).
+    CodePoints(&'a [u32]),
+}
+
+impl TextInput<'_> {
+    /// Length in UTF-8 bytes, or code points (ASCII: both).
+    pub fn len(&self) -> usize {
+        match self {
+            TextInput::Ascii(b) => b.len(),
+            TextInput::Utf8(s) => s.len(),
+            TextInput::CodePoints(c) => c.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -218,21 +264,42 @@ impl HashKey {
     }
 }
 
+/// The recent symbols, indexed by position & mask (allocated on first feed).
+#[derive(Clone, Debug)]
+struct Ring<S> {
+    symbols: Vec<S>,
+    mask: u64,
+}
+
+impl<S: Symbol> Ring<S> {
+    #[inline(always)]
+    fn at(&self, position: u64) -> S {
+        self.symbols
+            .get((position & self.mask) as usize)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Symbols `from..=to` repeat with period `q`.
+    fn is_periodic(&self, from: u64, to: u64, q: u64) -> bool {
+        (from + q..=to).all(|p| self.at(p) == self.at(p - q))
+    }
+}
+
 /// The chain table's parameters, borrowed apart from the table so the scan loop can update
 /// chains without giving up its local state.
-struct Chains<'a> {
+struct Chains<'a, S> {
     window: u64,
     max_distance: u64,
     bucket_mask: u64,
-    mask: u64,
     origin: u64,
-    powers: &'a [u64],
+    ring: &'a Ring<S>,
 }
 
-impl Chains<'_> {
+impl<S: Symbol> Chains<'_, S> {
     /// Update the chain of the window `key` ending at `i`; returns its table slot and state.
     #[inline(always)]
-    fn count(&self, table: &mut [Entry], prefix: &[u64], key: u64, i: u64) -> (usize, Entry) {
+    fn count(&self, table: &mut [Entry], key: u64, i: u64) -> (usize, Entry) {
         let (window, max_distance) = (self.window, self.max_distance);
         let tag = key as u32;
         let bucket = ((key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) & self.bucket_mask) as usize * WAYS;
@@ -269,11 +336,15 @@ impl Chains<'_> {
             ),
             Some((way, entry, age)) if age < window => return (way, entry),
             Some((way, entry, gap)) => {
+                // The `gap + window` symbols ending here must equal those ending at the
+                // previous occurrence: compared symbol by symbol, so a tag collision can only
+                // restart a chain. Only a repeat at the chain's own gap gets this far, so the
+                // comparison costs O(1) per symbol of a chant and nothing on ordinary text.
                 let span = gap + window;
-                let extends = entry.count >= 2 && gap == u64::from(entry.gap) && i + 1 - self.origin >= gap + span && {
-                    let power = self.powers.get(span as usize).copied().unwrap_or(0);
-                    self.span_hash(prefix, i - gap, span, power) == self.span_hash(prefix, i, span, power)
-                };
+                let extends = entry.count >= 2
+                    && gap == u64::from(entry.gap)
+                    && i + 1 - self.origin >= gap + span
+                    && self.ring.is_periodic(i + 1 - span - gap, i, gap);
                 let count = if extends { entry.count.saturating_add(1) } else { 2 };
                 (
                     way,
@@ -292,13 +363,6 @@ impl Chains<'_> {
         }
         (way, updated)
     }
-
-    /// Hash of the `length` symbols ending at position `end` (inclusive).
-    #[inline(always)]
-    fn span_hash(&self, prefix: &[u64], end: u64, length: u64, power: u64) -> u64 {
-        let at = |n: u64| prefix.get((n & self.mask) as usize).copied().unwrap_or(0);
-        at(end + 1).wrapping_sub(at(end + 1 - length).wrapping_mul(power))
-    }
 }
 
 /// The streaming detector. Feed symbols in any chunking: the verdict is the same.
@@ -308,36 +372,93 @@ pub struct Chant<S: Symbol> {
     key: HashKey,
     /// `base^window`.
     window_power: u64,
-    /// `base^k` for every compared span length (up to `max_distance + window`).
-    powers: Vec<u64>,
-    /// The recent symbols and prefix hashes, indexed by position & mask (allocated lazily).
-    symbols: Vec<S>,
-    prefix: Vec<u64>,
-    mask: u64,
+    /// Hash of the window ending at the newest symbol (of all symbols so far while fewer than
+    /// a window have been seen).
+    hash: u64,
+    ring: Ring<S>,
     table: Vec<Entry>,
     bucket_mask: u64,
-    /// Window keys of the batch being scanned (`BATCH` items, allocated with the history).
-    keys: Vec<u64>,
-    /// Sliding minimum of the previous `anchor_span()` window keys, by aligned blocks of that
-    /// many positions: the keys of the current block, the minimum of the current block so far,
-    /// and the suffix minima of the previous block (NO_KEY for none).
-    block: [u64; SPAN],
-    block_min: u64,
-    previous_suffix: [u64; SPAN],
+    /// Ranks of the windows ending at the last `MAX_ANCHOR_SPAN` positions (NO_RANK: none).
+    tail: [i32; SPAN],
     /// Absolute position where the current stream started. A reset moves it past every
     /// position a table entry could still chain to, so the table never needs clearing.
     origin: u64,
     /// Absolute position of the next symbol.
     len: u64,
-    /// 1 + absolute position of the newest non-whitespace symbol (`origin`: none yet).
-    solid_end: u64,
+    /// Whitespace symbols in a row at the end of the stream.
+    blank_run: u64,
     event: Option<ChantEvent<S>>,
+}
+
+/// Window ranks: `SPAN` positions before a batch, then the batch's.
+type Ranks = [i32; SPAN + BATCH];
+
+/// `target[t] = min(source[t], source[t + width])` wherever both exist.
+#[inline(always)]
+fn min_pairs(target: &mut Ranks, source: &Ranks, width: usize) {
+    let ahead = source.get(width..).unwrap_or_default();
+    for ((out, &a), &b) in target.iter_mut().zip(source).zip(ahead) {
+        *out = a.min(b);
+    }
+}
+
+/// Set `flags[j]` to 1 when the batch's j-th window (of `n`) is an anchor: a window no
+/// greater than any of the `span` before it. Whole-array passes the compiler turns into
+/// vector code (with AVX2 where the processor has it: twice the lanes, one-instruction
+/// minimum).
+fn anchor_flags(ranks: &Ranks, span: usize, n: usize, flags: &mut [u8; BATCH]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the processor supports AVX2, checked just above.
+        return unsafe { anchor_flags_avx2(ranks, span, n, flags) };
+    }
+    anchor_flags_portable(ranks, span, n, flags)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn anchor_flags_avx2(ranks: &Ranks, span: usize, n: usize, flags: &mut [u8; BATCH]) {
+    anchor_flags_portable(ranks, span, n, flags)
+}
+
+#[inline(always)]
+fn anchor_flags_portable(ranks: &Ranks, span: usize, n: usize, flags: &mut [u8; BATCH]) {
+    // earlier[j]: the minimum rank of the `span` windows before the batch's j-th, by
+    // doubling (the minimum of 1, 2, 4, ... consecutive ranks) from the first of them.
+    let mut minima = [[NO_RANK; SPAN + BATCH]; 2];
+    let from = ranks.get(SPAN - span..).unwrap_or_default();
+    if let Some(start) = minima[0].get_mut(..from.len()) {
+        start.copy_from_slice(from);
+    }
+    let mut current = 0;
+    let mut width = 1;
+    while width < span {
+        let [a, b] = &mut minima;
+        let (source, target) = if current == 0 { (a, b) } else { (b, a) };
+        min_pairs(target, source, width);
+        current = 1 - current;
+        width *= 2;
+    }
+    let [a, b] = &minima;
+    let earlier = if current == 0 { a } else { b };
+    let batch_ranks = ranks.get(SPAN..SPAN + n).unwrap_or_default();
+    for ((flag, &rank), &earlier) in flags.iter_mut().zip(batch_ranks).zip(earlier) {
+        *flag = u8::from(rank != NO_RANK) & u8::from(rank <= earlier);
+    }
 }
 
 fn random_u64(tag: u64) -> u64 {
     let mut hasher = RandomState::new().build_hasher();
     hasher.write_u64(tag);
     hasher.finish()
+}
+
+/// A window's rank for anchor selection: the top 30 bits of its hash (any fixed order works;
+/// 32-bit lanes let the minimum run as vector code, and 30 bits leave NO_RANK, "no window",
+/// above every real rank and reachable with one OR).
+#[inline(always)]
+fn rank(hash: u64, no_window: bool) -> i32 {
+    (hash >> 34) as i32 | (-i32::from(no_window) & NO_RANK)
 }
 
 impl<S: Symbol> Chant<S> {
@@ -358,26 +479,28 @@ impl<S: Symbol> Chant<S> {
             base: key.base | 1,
             ..key
         };
-        let buckets = ((config.max_distance() + 1).next_power_of_two() / 2).max(1);
+        // About one window in 17 is an anchor, so at default settings ~62 chains are live
+        // at a time: 256 buckets of 4 entries keep the load near 6%, and a chain lost to a
+        // full bucket only delays a verdict (another anchor of the same chant carries it).
+        let buckets = ((config.max_distance() + 1).next_power_of_two() / 8).max(1);
         Chant {
             key,
             window_power: key.base.wrapping_pow(u32::try_from(config.window).unwrap_or(u32::MAX)),
-            // Filled with the other tables on first feed: a detector that never sees output
-            // (most `DoomLoopDetector`s) costs a few hundred bytes, not tens of KiB.
-            powers: Vec::new(),
-            symbols: Vec::new(),
-            prefix: Vec::new(),
-            // A batch is hashed before its anchors are counted: room for it beyond the history.
-            mask: (config.history() + BATCH as u64 + 1).next_power_of_two() - 1,
+            hash: 0,
+            // Filled with the table on first feed: a detector that never sees output (most
+            // `DoomLoopDetector`s) costs a few hundred bytes, not tens of KiB.
+            ring: Ring {
+                symbols: Vec::new(),
+                // A batch is hashed before its anchors are counted: room for it beyond the
+                // history.
+                mask: (config.history() + BATCH as u64 + 1).next_power_of_two() - 1,
+            },
             table: Vec::new(),
             bucket_mask: buckets - 1,
-            keys: Vec::new(),
-            block: [NO_KEY; SPAN],
-            block_min: NO_KEY,
-            previous_suffix: [NO_KEY; SPAN],
+            tail: [NO_RANK; SPAN],
             origin: 0,
             len: 0,
-            solid_end: 0,
+            blank_run: 0,
             event: None,
             config,
         }
@@ -404,198 +527,177 @@ impl<S: Symbol> Chant<S> {
         let origin = self.len + self.config.max_distance() + 1;
         self.origin = origin;
         self.len = origin;
-        self.solid_end = origin;
-        self.block = [NO_KEY; SPAN];
-        self.block_min = NO_KEY;
-        self.previous_suffix = [NO_KEY; SPAN];
+        self.hash = 0;
+        self.blank_run = 0;
+        self.tail = [NO_RANK; SPAN];
         self.event = None;
     }
 
     /// Bytes of heap this detector holds (for tests of the memory bound).
     pub fn heap_bytes(&self) -> usize {
-        self.powers.capacity() * 8
-            + self.symbols.capacity() * std::mem::size_of::<S>()
-            + self.prefix.capacity() * 8
-            + self.table.capacity() * std::mem::size_of::<Entry>()
-            + self.keys.capacity() * 8
+        self.ring.symbols.capacity() * std::mem::size_of::<S>() + self.table.capacity() * std::mem::size_of::<Entry>()
     }
 
     /// Feed symbols; returns the event when chanting is found during this call. After that
     /// the detector ignores further input until `reset`.
     pub fn feed<I: IntoIterator<Item = S>>(&mut self, symbols: I) -> Option<ChantEvent<S>> {
+        let mut symbols = symbols.into_iter();
+        let mut buffer = [S::default(); BATCH];
+        while self.event.is_none() {
+            let mut n = 0;
+            for (slot, symbol) in buffer.iter_mut().zip(symbols.by_ref()) {
+                *slot = symbol;
+                n += 1;
+            }
+            let batch = buffer.get(..n).unwrap_or_default();
+            if batch.is_empty() {
+                break;
+            }
+            if let Some(event) = self.feed_slice(batch, |s| s) {
+                return Some(event);
+            }
+        }
+        None
+    }
+
+    /// `feed` for a slice of values that `convert` turns into symbols (bytes of ASCII text,
+    /// token ids): the fast path, with no iterator between the input and the scan.
+    pub fn feed_slice<T: Copy>(&mut self, input: &[T], convert: impl Fn(T) -> S) -> Option<ChantEvent<S>> {
         if self.event.is_some() {
             return None;
         }
         if self.table.is_empty() {
             self.allocate();
         }
-        let mut symbols = symbols.into_iter();
-        // Taken out of `self` for the call (a pointer swap): the passes borrow `self`.
-        let mut keys = std::mem::take(&mut self.keys);
-        let found = self.scan(&mut symbols, &mut keys);
-        self.keys = keys;
-        if let Some(event) = &found {
-            self.event = Some(event.clone());
-        }
-        found
-    }
-
-    fn scan<I: Iterator<Item = S>>(&mut self, symbols: &mut I, keys: &mut [u64]) -> Option<ChantEvent<S>> {
-        loop {
-            // Two passes per batch, each a tight loop with few live values: hash the windows,
-            // then pick the anchors and update their chains.
+        // Per batch: the windows' hashes, and their ranks after those of the previous
+        // `SPAN` positions.
+        let mut hashes = [0u64; BATCH];
+        let mut ranks: Ranks = [NO_RANK; SPAN + BATCH];
+        for batch in input.chunks(BATCH) {
             let first = self.len;
-            let n = self.hash_batch(symbols, keys);
-            if n == 0 {
-                return None;
-            }
-            let keys = keys.get(..n).unwrap_or_default();
-            // One copy of the loop per span, so the block arithmetic is on constants.
-            let found = match self.config.anchor_span() {
-                16 => self.count_anchors::<16>(first, keys),
-                8 => self.count_anchors::<8>(first, keys),
-                4 => self.count_anchors::<4>(first, keys),
-                2 => self.count_anchors::<2>(first, keys),
-                _ => self.count_anchors::<1>(first, keys),
-            };
-            if let Some(event) = found {
+            let n = batch.len();
+            ranks[..SPAN].copy_from_slice(&self.tail);
+            // Three passes, each a tight loop: hash the windows, take the minimum rank of the
+            // windows before each, then count the anchors.
+            let hashes = &mut hashes[..n];
+            self.hash_batch(batch, &convert, hashes, &mut ranks[SPAN..SPAN + n]);
+            self.tail.copy_from_slice(&ranks[n..SPAN + n]);
+            if let Some(event) = self.count_anchors(first, hashes, &ranks) {
+                self.event = Some(event.clone());
                 return Some(event);
             }
         }
+        None
     }
 
     fn allocate(&mut self) {
-        let longest = (self.config.max_distance() + self.config.window) as usize;
-        let base = self.key.base;
-        self.powers = std::iter::successors(Some(1u64), |p| Some(p.wrapping_mul(base)))
-            .take(longest + 1)
-            .collect();
-        let size = (self.mask + 1) as usize;
-        self.symbols = vec![S::default(); size];
-        self.prefix = vec![0; size];
+        self.ring.symbols = vec![S::default(); (self.ring.mask + 1) as usize];
         self.table = vec![Entry::default(); (self.bucket_mask as usize + 1) * WAYS];
-        self.keys = vec![NO_KEY; BATCH];
+    }
+
+    /// Append a batch (at most `BATCH` items) to the ring; `hashes[k]` and `ranks[k]` become
+    /// the hash and rank of the window ending at its k-th symbol (NO_RANK: no whole window
+    /// yet, or whitespace only).
+    #[inline(always)]
+    fn hash_batch<T: Copy>(&mut self, batch: &[T], convert: &impl Fn(T) -> S, hashes: &mut [u64], ranks: &mut [i32]) {
+        // Symbols before the stream's first whole window have no symbol leaving the window
+        // (the ring may hold an older stream's there): a separate short loop, so the main
+        // one has no test for it.
+        let first_window = self.origin + self.config.window;
+        let warm = usize::try_from(first_window.saturating_sub(self.len)).map_or(batch.len(), |w| w.min(batch.len()));
+        let (warm_up, rest) = batch.split_at(warm);
+        let (warm_hashes, rest_hashes) = hashes.split_at_mut(warm);
+        let (warm_ranks, rest_ranks) = ranks.split_at_mut(warm);
+        self.hash_run::<T, true>(warm_up, convert, warm_hashes, warm_ranks);
+        self.hash_run::<T, false>(rest, convert, rest_hashes, rest_ranks);
     }
 
     #[inline(always)]
-    fn slot(&self, position: u64) -> usize {
-        (position & self.mask) as usize
-    }
-
-    #[inline(always)]
-    fn symbol_at(&self, position: u64) -> S {
-        self.symbols.get(self.slot(position)).copied().unwrap_or_default()
-    }
-
-    /// Consume up to `BATCH` symbols into the history; `keys[k]` is the key of the window
-    /// ending at the k-th of them (NO_KEY: no window yet, or whitespace only). Returns how
-    /// many were consumed.
-    #[inline(always)]
-    fn hash_batch<I: Iterator<Item = S>>(&mut self, symbols: &mut I, keys: &mut [u64]) -> usize {
-        let Chant {
-            config,
-            key: hash_key,
-            window_power,
-            symbols: ring,
-            prefix,
-            mask,
-            origin,
-            len,
-            solid_end,
-            ..
-        } = self;
-        let (window, mask, base, salt, window_power) =
-            (config.window, *mask, hash_key.base, hash_key.salt, *window_power);
-        let skip_blank = config.ignore_whitespace;
-        let first_window = *origin + window;
-        // Views of exactly `mask + 1` items, so masked indexes need no bounds checks.
-        let size = mask as usize + 1;
-        let (Some(ring), Some(prefix)) = (ring.get_mut(..size), prefix.get_mut(..size)) else {
-            return 0;
+    fn hash_run<T: Copy, const WARM: bool>(
+        &mut self,
+        batch: &[T],
+        convert: &impl Fn(T) -> S,
+        hashes: &mut [u64],
+        ranks: &mut [i32],
+    ) {
+        let window = self.config.window;
+        // A whitespace run this long makes a whitespace-only window (never, when kept).
+        let blank_limit = if self.config.ignore_whitespace {
+            window
+        } else {
+            u64::MAX
         };
-        let mut i = *len;
-        let mut last_solid = *solid_end;
-        let mut current = prefix.get((i & mask) as usize).copied().unwrap_or(0);
-        let mut n = 0;
-        // Keys first: zip must not pull a symbol it has no slot for.
-        for (out, symbol) in keys.iter_mut().zip(symbols.by_ref()) {
-            current = current.wrapping_mul(base).wrapping_add(symbol.key().wrapping_add(salt));
-            if let Some(s) = ring.get_mut((i & mask) as usize) {
+        let first_window = self.origin + window;
+        let (base, salt, window_power) = (self.key.base, self.key.salt, self.window_power);
+        // Indexes masked by the ring's length less one need no bounds checks.
+        let ring = self.ring.symbols.as_mut_slice();
+        let Some(mask) = ring.len().checked_sub(1) else {
+            return;
+        };
+        let mut hash = self.hash;
+        let mut p = self.len;
+        let mut blank_run = self.blank_run;
+        for ((&value, hash_out), rank_out) in batch.iter().zip(hashes).zip(ranks) {
+            let symbol = convert(value);
+            let leaving = if WARM {
+                0
+            } else {
+                let leaving = ring
+                    .get(p.wrapping_sub(window) as usize & mask)
+                    .copied()
+                    .unwrap_or_default();
+                leaving.key().wrapping_add(salt).wrapping_mul(window_power)
+            };
+            if let Some(s) = ring.get_mut(p as usize & mask) {
                 *s = symbol;
             }
-            if let Some(p) = prefix.get_mut(((i + 1) & mask) as usize) {
-                *p = current;
-            }
-            i += 1;
-            n += 1;
-            // Branch-free: whitespace is frequent and irregular in text.
-            let solid_mask = u64::from(!symbol.is_blank()).wrapping_neg();
-            last_solid = (i & solid_mask) | (last_solid & !solid_mask);
-            // The window ending here is symbols i - window .. i - 1.
-            let before = prefix
-                .get((i.wrapping_sub(window) & mask) as usize)
-                .copied()
-                .unwrap_or(0);
-            // NO_KEY is reserved for "no window": a real key of that value counts as one less.
-            let key = current.wrapping_sub(before.wrapping_mul(window_power)).min(NO_KEY - 1);
-            let no_window = i < first_window || (skip_blank && last_solid <= i - window);
-            *out = if no_window { NO_KEY } else { key };
+            hash = hash
+                .wrapping_mul(base)
+                .wrapping_add(symbol.key().wrapping_add(salt))
+                .wrapping_sub(leaving);
+            p += 1;
+            // Arithmetic, not a select the compiler could turn into a branch: whitespace is
+            // frequent and irregular in text.
+            blank_run = (blank_run + 1) & symbol.blank_bit().wrapping_neg();
+            let no_window = (WARM && p < first_window) || blank_run >= blank_limit;
+            *hash_out = hash;
+            *rank_out = rank(hash, no_window);
         }
-        *len = i;
-        *solid_end = last_solid;
-        n
+        self.hash = hash;
+        self.len = p;
+        self.blank_run = blank_run;
     }
 
-    /// Pick the anchors among the windows ending at `first..first + keys.len()` and update
+    /// Pick the anchors among the windows ending at `first..first + hashes.len()` and update
     /// their chains; returns the event if one is confirmed (the stream then stops there).
-    #[inline(always)]
-    fn count_anchors<const SPAN_N: usize>(&mut self, first: u64, keys: &[u64]) -> Option<ChantEvent<S>> {
-        let mut running_min = self.block_min;
-        let span = SPAN_N;
-        for (position, &key) in (first..).zip(keys) {
-            // Minimum of the previous `span` keys (aligned blocks of `span` positions): the
-            // rest of the previous block, then the current block so far.
-            let offset = position as usize & (span - 1);
-            let earlier = self
-                .previous_suffix
-                .get(offset)
-                .copied()
-                .unwrap_or(NO_KEY)
-                .min(running_min);
-            if let Some(k) = self.block.get_mut(offset) {
-                *k = key;
-            }
-            running_min = running_min.min(key);
-            if offset == span - 1 {
-                let mut suffix = NO_KEY;
-                let block = self.block.iter().take(span);
-                for (k, out) in block.zip(self.previous_suffix.iter_mut()).rev() {
-                    suffix = suffix.min(*k);
-                    *out = suffix;
-                }
-                running_min = NO_KEY;
-            }
-            if key == NO_KEY || key > earlier {
-                continue;
-            }
-            let chains = Chains {
-                window: self.config.window,
-                max_distance: self.config.max_distance(),
-                bucket_mask: self.bucket_mask,
-                mask: self.mask,
-                origin: self.origin,
-                powers: &self.powers,
-            };
-            let (way, chain) = chains.count(&mut self.table, &self.prefix, key, position);
-            if u64::from(chain.count) >= self.config.min_repeats {
-                if let Some(event) = self.confirm(way, chain, position) {
-                    // The chant ends here: symbols after it in this batch are not counted.
-                    self.len = position + 1;
-                    return Some(event);
+    /// `ranks` holds the ranks of the `SPAN` positions before the batch, then the batch's.
+    fn count_anchors(&mut self, first: u64, hashes: &[u64], ranks: &Ranks) -> Option<ChantEvent<S>> {
+        let span = self.config.anchor_span();
+        let mut flags = [0u8; BATCH];
+        anchor_flags(ranks, span, hashes.len(), &mut flags);
+        for (word_index, chunk) in flags.chunks_exact(8).take(hashes.len().div_ceil(8)).enumerate() {
+            let mut word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+            while word != 0 {
+                let j = word_index * 8 + (word.trailing_zeros() / 8) as usize;
+                word &= word - 1;
+                let (position, hash) = (first + j as u64, hashes.get(j).copied().unwrap_or_default());
+                let chains = Chains {
+                    window: self.config.window,
+                    max_distance: self.config.max_distance(),
+                    bucket_mask: self.bucket_mask,
+                    origin: self.origin,
+                    ring: &self.ring,
+                };
+                let (way, chain) = chains.count(&mut self.table, hash, position);
+                if u64::from(chain.count) >= self.config.min_repeats {
+                    if let Some(event) = self.confirm(way, chain, position) {
+                        // The chant ends here: symbols after it in this batch are not counted.
+                        self.len = position + 1;
+                        return Some(event);
+                    }
                 }
             }
         }
-        self.block_min = running_min;
         None
     }
 
@@ -607,7 +709,8 @@ impl<S: Symbol> Chant<S> {
         let count = u64::from(chain.count);
         let gap = u64::from(chain.gap);
         let first = (i + 1).checked_sub(window + (count - 1) * gap);
-        let valid = |&f: &u64| f >= self.origin && (count < 2 || self.is_periodic(f, i, gap));
+        let ring = &self.ring;
+        let valid = |&f: &u64| f >= self.origin && (count < 2 || ring.is_periodic(f, i, gap));
         let Some(first) = first.filter(valid) else {
             if let Some(e) = self.table.get_mut(way) {
                 *e = Entry {
@@ -619,7 +722,7 @@ impl<S: Symbol> Chant<S> {
             return None;
         };
         let period = if count >= 2 {
-            (1..=gap).find(|&q| gap % q == 0 && self.is_periodic(first, i, q))
+            (1..=gap).find(|&q| gap % q == 0 && ring.is_periodic(first, i, q))
         } else {
             None
         };
@@ -627,11 +730,11 @@ impl<S: Symbol> Chant<S> {
         let floor = (i + 1).saturating_sub(self.config.history()).max(self.origin);
         let mut start = first;
         if let Some(q) = period {
-            while start > floor && self.symbol_at(start - 1) == self.symbol_at(start - 1 + q) {
+            while start > floor && ring.at(start - 1) == ring.at(start - 1 + q) {
                 start -= 1;
             }
         }
-        let window_symbols = (i + 1 - window..=i).map(|p| self.symbol_at(p)).collect();
+        let window_symbols = (i + 1 - window..=i).map(|p| ring.at(p)).collect();
         Some(ChantEvent {
             start: start - self.origin,
             end: i + 1 - self.origin,
@@ -640,10 +743,17 @@ impl<S: Symbol> Chant<S> {
             window: window_symbols,
         })
     }
+}
 
-    /// Symbols `from..=to` repeat with period `q`.
-    fn is_periodic(&self, from: u64, to: u64, q: u64) -> bool {
-        (from + q..=to).all(|p| self.symbol_at(p) == self.symbol_at(p - q))
+impl Chant<u32> {
+    /// Feed text in any of its forms (slices are scanned directly, UTF-8 is decoded).
+    pub fn feed_text(&mut self, text: TextInput<'_>) -> Option<ChantEvent<u32>> {
+        match text {
+            TextInput::Ascii(bytes) => self.feed_slice(bytes, u32::from),
+            TextInput::Utf8(text) if text.is_ascii() => self.feed_slice(text.as_bytes(), u32::from),
+            TextInput::Utf8(text) => self.feed(text.chars().map(u32::from)),
+            TextInput::CodePoints(code_points) => self.feed_slice(code_points, |c| c),
+        }
     }
 }
 
@@ -812,8 +922,8 @@ mod tests {
         fn key(self) -> u64 {
             7
         }
-        fn is_blank(self) -> bool {
-            false
+        fn blank_bit(self) -> u64 {
+            0
         }
     }
 

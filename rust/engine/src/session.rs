@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::chant::{Chant, ChantConfig};
+use crate::chant::{Chant, ChantConfig, TextInput};
 use crate::ring::Ring;
 
 /// Plan states remembered for CIRCULAR_PLAN (oldest forgotten first).
@@ -255,12 +255,12 @@ impl Session {
 
     /// Record one piece of the response being streamed; windows span pieces of one
     /// response. The first piece after `end_response` starts a new response.
-    pub fn record_output_chunk<I: IntoIterator<Item = u32>>(&mut self, code_points: I) {
+    pub fn record_output_chunk(&mut self, text: TextInput<'_>) {
         if !self.output_open {
             self.output.reset();
             self.output_open = true;
         }
-        self.output.feed(code_points);
+        self.output.feed_text(text);
     }
 
     /// The streamed response is complete; its verdict stands until the next one starts.
@@ -269,9 +269,9 @@ impl Session {
     }
 
     /// Record one whole response (no window spans two responses).
-    pub fn record_response<I: IntoIterator<Item = u32>>(&mut self, code_points: I) {
+    pub fn record_response(&mut self, text: TextInput<'_>) {
         self.end_response();
-        self.record_output_chunk(code_points);
+        self.record_output_chunk(text);
         self.end_response();
     }
 
@@ -607,8 +607,8 @@ mod tests {
         assert_eq!(s.stats().current_backoff, 8.0);
     }
 
-    fn chars(s: &str) -> impl Iterator<Item = u32> + '_ {
-        s.chars().map(u32::from)
+    fn chars(s: &str) -> TextInput<'_> {
+        TextInput::Utf8(s)
     }
 
     #[test]
