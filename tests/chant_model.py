@@ -9,9 +9,9 @@ M64 = (1 << 64) - 1
 
 
 def anchor_span(window: int, repeats: int) -> int:
-    """Previous windows an anchor is compared with: the largest power of two <= 16 and
+    """Previous windows an anchor is compared with: the largest power of two <= 32 and
     <= window + repeats."""
-    limit = min(16, window + repeats)
+    limit = min(32, window + repeats)
     return 1 << (limit.bit_length() - 1)
 
 

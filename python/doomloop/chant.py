@@ -12,9 +12,9 @@ The rule, exactly (positions count characters, i.e. code points, or tokens):
 * each position ends a window, ranked by the top 30 bits of a polynomial hash with a secret
   per-detector key; windows of whitespace only have no rank when ``ignore_whitespace`` is
   set;
-* a window is an *anchor* when its rank is no greater than the ranks of the previous 16
+* a window is an *anchor* when its rank is no greater than the ranks of the previous 32
   windows (or the largest power of two <= ``content_chunk_size + max_repeated_chunks``
-  when that is smaller): about one window in 17 of ordinary text, while in periodic text
+  when that is smaller): about one window in 33 of ordinary text, while in periodic text
   the period's smallest-rank window is an anchor at every occurrence;
 * an anchor is *counted* when it ends at least ``content_chunk_size`` after the same
   window's previous counted occurrence (so one long divider line is not a chant);

@@ -7,9 +7,9 @@
 //!   30 bits of the hash, or "none" when `ignore_whitespace` is set and the window is
 //!   whitespace only.
 //! * A window is an *anchor* when it has a rank no greater than the ranks of the previous
-//!   `anchor_span()` windows (16, or the largest power of two <= `window + min_repeats` when
+//!   `anchor_span()` windows (32, or the largest power of two <= `window + min_repeats` when
 //!   that is smaller, so the warm-up fits in the latency bound). Only anchors are counted:
-//!   about one window in 17 of ordinary text, yet in any periodic text the period's
+//!   about one window in 33 of ordinary text, yet in any periodic text the period's
 //!   smallest-rank window is an anchor at every occurrence, so every chant keeps one chain
 //!   per period.
 //! * Each distinct window keeps its last *counted* occurrence, a chain gap and a count. An
@@ -36,7 +36,7 @@ use std::hash::{BuildHasher, Hasher};
 pub const MAX_HISTORY: u64 = 1 << 21;
 
 /// Most previous windows an anchor is compared with (see `ChantConfig::anchor_span`).
-pub const MAX_ANCHOR_SPAN: usize = 16;
+pub const MAX_ANCHOR_SPAN: usize = 32;
 const SPAN: usize = MAX_ANCHOR_SPAN;
 /// Symbols hashed per pass of the scan.
 const BATCH: usize = 256;
@@ -402,27 +402,30 @@ fn min_pairs(target: &mut Ranks, source: &Ranks, width: usize) {
     }
 }
 
-/// Set `flags[j]` to 1 when the batch's j-th window (of `n`) is an anchor: a window no
-/// greater than any of the `span` before it. Whole-array passes the compiler turns into
+/// Bit j of the result is set when the batch's j-th window (of `n`) is an anchor: a window
+/// no greater than any of the `span` before it. Whole-array passes the compiler turns into
 /// vector code (with AVX2 where the processor has it: twice the lanes, one-instruction
 /// minimum).
-fn anchor_flags(ranks: &Ranks, span: usize, n: usize, flags: &mut [u8; BATCH]) {
+fn anchors(ranks: &Ranks, span: usize, n: usize) -> Anchors {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the processor supports AVX2, checked just above.
-        return unsafe { anchor_flags_avx2(ranks, span, n, flags) };
+        return unsafe { anchors_avx2(ranks, span, n) };
     }
-    anchor_flags_portable(ranks, span, n, flags)
+    anchors_portable(ranks, span, n)
 }
+
+/// One bit per window of a batch.
+type Anchors = [u64; BATCH / 64];
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn anchor_flags_avx2(ranks: &Ranks, span: usize, n: usize, flags: &mut [u8; BATCH]) {
-    anchor_flags_portable(ranks, span, n, flags)
+fn anchors_avx2(ranks: &Ranks, span: usize, n: usize) -> Anchors {
+    anchors_portable(ranks, span, n)
 }
 
 #[inline(always)]
-fn anchor_flags_portable(ranks: &Ranks, span: usize, n: usize, flags: &mut [u8; BATCH]) {
+fn anchors_portable(ranks: &Ranks, span: usize, n: usize) -> Anchors {
     // earlier[j]: the minimum rank of the `span` windows before the batch's j-th, by
     // doubling (the minimum of 1, 2, 4, ... consecutive ranks) from the first of them.
     let mut minima = [[NO_RANK; SPAN + BATCH]; 2];
@@ -441,10 +444,18 @@ fn anchor_flags_portable(ranks: &Ranks, span: usize, n: usize, flags: &mut [u8; 
     }
     let [a, b] = &minima;
     let earlier = if current == 0 { a } else { b };
+    let mut flags = [0u8; BATCH];
     let batch_ranks = ranks.get(SPAN..SPAN + n).unwrap_or_default();
     for ((flag, &rank), &earlier) in flags.iter_mut().zip(batch_ranks).zip(earlier) {
         *flag = u8::from(rank != NO_RANK) & u8::from(rank <= earlier);
     }
+    let mut words = [0u64; BATCH / 64];
+    for (word, chunk) in words.iter_mut().zip(flags.chunks_exact(64)) {
+        *word = (0..64)
+            .zip(chunk)
+            .fold(0, |bits, (k, &flag)| bits | (u64::from(flag) << k));
+    }
+    words
 }
 
 fn random_u64(tag: u64) -> u64 {
@@ -479,10 +490,10 @@ impl<S: Symbol> Chant<S> {
             base: key.base | 1,
             ..key
         };
-        // About one window in 17 is an anchor, so at default settings ~62 chains are live
-        // at a time: 256 buckets of 4 entries keep the load near 6%, and a chain lost to a
+        // About one window in 33 is an anchor, so at default settings ~32 chains are live
+        // at a time: 128 buckets of 4 entries keep the load near 6%, and a chain lost to a
         // full bucket only delays a verdict (another anchor of the same chant carries it).
-        let buckets = ((config.max_distance() + 1).next_power_of_two() / 8).max(1);
+        let buckets = ((config.max_distance() + 1).next_power_of_two() / 16).max(1);
         Chant {
             key,
             window_power: key.base.wrapping_pow(u32::try_from(config.window).unwrap_or(u32::MAX)),
@@ -651,10 +662,9 @@ impl<S: Symbol> Chant<S> {
             if let Some(s) = ring.get_mut(p as usize & mask) {
                 *s = symbol;
             }
-            hash = hash
-                .wrapping_mul(base)
-                .wrapping_add(symbol.key().wrapping_add(salt))
-                .wrapping_sub(leaving);
+            // The addend first: the chain from one hash to the next is one multiply and one add.
+            let addend = symbol.key().wrapping_add(salt).wrapping_sub(leaving);
+            hash = hash.wrapping_mul(base).wrapping_add(addend);
             p += 1;
             // Arithmetic, not a select the compiler could turn into a branch: whitespace is
             // frequent and irregular in text.
@@ -673,12 +683,11 @@ impl<S: Symbol> Chant<S> {
     /// `ranks` holds the ranks of the `SPAN` positions before the batch, then the batch's.
     fn count_anchors(&mut self, first: u64, hashes: &[u64], ranks: &Ranks) -> Option<ChantEvent<S>> {
         let span = self.config.anchor_span();
-        let mut flags = [0u8; BATCH];
-        anchor_flags(ranks, span, hashes.len(), &mut flags);
-        for (word_index, chunk) in flags.chunks_exact(8).take(hashes.len().div_ceil(8)).enumerate() {
-            let mut word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        let words = anchors(ranks, span, hashes.len());
+        for (word_index, &word) in words.iter().enumerate() {
+            let mut word = word;
             while word != 0 {
-                let j = word_index * 8 + (word.trailing_zeros() / 8) as usize;
+                let j = word_index * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
                 let (position, hash) = (first + j as u64, hashes.get(j).copied().unwrap_or_default());
                 let chains = Chains {
@@ -785,10 +794,10 @@ mod tests {
         assert_eq!(event.period, Some(2));
         assert_eq!(event.count, 8);
         // An anchor window chains every 50 symbols: its 8th occurrence ends 7 * 50 + 50 after
-        // its first occurrence, at most 16 + 1 windows into the chant (the windows
-        // before it that overlap the prefix may hold smaller keys).
+        // its first occurrence, at most 32 + 1 windows into the chant (the windows
+        // before it that overlap the prefix may hold smaller ranks).
         let start = prefix.len() as u64;
-        let latest = start + 400 + 17;
+        let latest = start + 400 + 33;
         assert!((start + 400..=latest).contains(&event.end), "{}", event.end);
         assert_eq!(event.start, start);
         let window: Vec<u32> = text(&s)[(event.end - 50) as usize..event.end as usize].to_vec();
@@ -966,11 +975,11 @@ mod tests {
     #[test]
     fn anchor_span_fits_the_latency_bound() {
         let span = |window, min_repeats| small(window, min_repeats).anchor_span();
-        assert_eq!(span(50, 8), 16);
+        assert_eq!(span(50, 8), 32);
         assert_eq!(span(10, 3), 8);
         assert_eq!(span(2, 2), 4);
         assert_eq!(span(1, 1), 2);
-        assert_eq!(span(1 << 40, 1 << 40), 16);
+        assert_eq!(span(1 << 40, 1 << 40), 32);
     }
 
     #[test]
