@@ -5,6 +5,7 @@
 //! `CHANT_DETACH_THRESHOLD` symbols are scanned with the interpreter released, so other
 //! threads keep running; the Python event factory is only called with the lock released.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -23,58 +24,75 @@ pub const CHANT_DETACH_THRESHOLD: usize = 1 << 14;
 /// to scan than UTF-8, and CPython would otherwise keep a UTF-8 copy on the str.
 const COPY_THRESHOLD: usize = 1024;
 
-/// A text chunk: borrowed from the `str` (ASCII bytes, or short UTF-8 text) or its code
-/// points copied out (long non-ASCII text, or text with lone surrogates, which UTF-8 cannot
-/// carry).
-pub(crate) enum Text<'a> {
-    Borrowed(TextInput<'a>),
-    CodePoints(Vec<u32>),
+/// Largest code-point buffer a thread keeps between feeds (1 MiB; 64 KiB chunks fit).
+const KEEP_BUFFER: usize = 1 << 18;
+
+thread_local! {
+    // Reused across feeds: a fresh buffer per chunk would cost page faults at these sizes.
+    static CODE_POINTS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
 }
 
-impl<'a> Text<'a> {
-    /// Read a `str` chunk; anything else is a TypeError naming `name`.
-    pub(crate) fn read(chunk: &'a Bound<'_, PyAny>, name: &str) -> PyResult<Text<'a>> {
-        let string = chunk
-            .cast::<PyString>()
-            .map_err(|_| PyTypeError::new_err(format!("{name} must be a str, got {}", type_name(chunk))))?;
-        let length = string.len()?;
-        // `isascii()` reads a flag of the str: worth a call only for long text.
-        if length < COPY_THRESHOLD || string.call_method0(intern!(chunk.py(), "isascii"))?.is_truthy()? {
-            if let Ok(utf8) = string.to_str() {
-                return Ok(Text::Borrowed(if utf8.is_ascii() {
-                    TextInput::Ascii(utf8.as_bytes())
-                } else {
-                    TextInput::Utf8(utf8)
-                }));
-            }
+/// Run `scan` on the text of a `str` chunk (anything else is a TypeError naming `name`), in
+/// its cheapest form: borrowed from the str (ASCII bytes, or short UTF-8 text) or its code
+/// points copied out (long non-ASCII text, or text with lone surrogates, which UTF-8
+/// cannot carry). Chunks of at least `CHANT_DETACH_THRESHOLD` bytes or code points are
+/// scanned with the interpreter released.
+pub(crate) fn scan_text<R: Send>(
+    chunk: &Bound<'_, PyAny>,
+    name: &str,
+    scan: impl FnOnce(TextInput<'_>) -> R + Send,
+) -> PyResult<R> {
+    let py = chunk.py();
+    let run = |input: TextInput<'_>| {
+        if input.len() >= CHANT_DETACH_THRESHOLD {
+            py.detach(|| scan(input))
+        } else {
+            scan(input)
         }
-        Ok(Text::CodePoints(code_points(string, length)?))
-    }
-
-    pub(crate) fn input(&self) -> TextInput<'_> {
-        match self {
-            Text::Borrowed(text) => *text,
-            Text::CodePoints(code_points) => TextInput::CodePoints(code_points),
+    };
+    let string = chunk
+        .cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err(format!("{name} must be a str, got {}", type_name(chunk))))?;
+    let length = string.len()?;
+    // `isascii()` reads a flag of the str: worth a call only for long text.
+    if length < COPY_THRESHOLD || string.call_method0(intern!(py, "isascii"))?.is_truthy()? {
+        if let Ok(utf8) = string.to_str() {
+            return Ok(run(if utf8.is_ascii() {
+                TextInput::Ascii(utf8.as_bytes())
+            } else {
+                TextInput::Utf8(utf8)
+            }));
         }
     }
-
-    pub(crate) fn is_long(&self) -> bool {
-        self.input().len() >= CHANT_DETACH_THRESHOLD
+    let kept = CODE_POINTS.try_with(|cell| cell.try_borrow_mut().map(|mut kept| std::mem::take(&mut *kept)));
+    let mut buffer = match kept {
+        Ok(Ok(buffer)) => buffer,
+        _ => Vec::new(),
+    };
+    let found =
+        copy_code_points(string, length, &mut buffer).map(|code_points| run(TextInput::CodePoints(code_points)));
+    if buffer.capacity() <= KEEP_BUFFER {
+        // Put it back (a no-op if the thread is exiting).
+        let _ = CODE_POINTS.try_with(|cell| cell.try_borrow_mut().map(|mut kept| *kept = buffer));
     }
+    found
 }
 
-/// The code points of a str of `length` code points, lone surrogates included.
-fn code_points(string: &Bound<'_, PyString>, length: usize) -> PyResult<Vec<u32>> {
-    let mut buffer = vec![0u32; length];
+/// The `length` code points of a str, lone surrogates included, copied into `buffer`.
+fn copy_code_points<'b>(string: &Bound<'_, PyString>, length: usize, buffer: &'b mut Vec<u32>) -> PyResult<&'b [u32]> {
+    if buffer.len() < length {
+        buffer.resize(length, 0);
+    }
+    let target = buffer.get_mut(..length).unwrap_or_default();
     let size = isize::try_from(length).map_err(|_| PyValueError::new_err("text is too long"))?;
-    // SAFETY: `buffer` holds `size` code points, the str's length; CPython writes at most
+    // SAFETY: `target` holds `size` code points, the str's length; CPython writes at most
     // that many (no terminator with copy_null = 0) and returns NULL, with an exception set,
     // on failure.
-    let written = unsafe { ffi::PyUnicode_AsUCS4(string.as_ptr(), buffer.as_mut_ptr(), size, 0) };
+    let written = unsafe { ffi::PyUnicode_AsUCS4(string.as_ptr(), target.as_mut_ptr(), size, 0) };
     if written.is_null() {
         return Err(PyErr::fetch(string.py()));
     }
-    Ok(buffer)
+    Ok(target)
 }
 
 fn type_name(value: &Bound<'_, PyAny>) -> String {
@@ -217,18 +235,12 @@ impl ChantEngine {
     /// Feed one chunk of text; returns a `ChantEvent` when chanting is found in this chunk.
     #[pyo3(signature = (text, /))]
     fn feed(slf: &Bound<'_, Self>, text: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
-        let text = Text::read(text, "text")?;
         let engine = slf.get();
-        let scan = || -> PyResult<Option<ChantEvent<u32>>> {
+        let found = scan_text(text, "text", |input| -> PyResult<Option<ChantEvent<u32>>> {
             let mut stream = engine.lock();
             let chant = engine.text_chant(&mut stream)?;
-            Ok(chant.feed_text(text.input()))
-        };
-        let found = if text.is_long() {
-            slf.py().detach(scan)?
-        } else {
-            scan()?
-        };
+            Ok(chant.feed_text(input))
+        })??;
         match found {
             Some(event) => Ok(Some(Self::emit(slf, text_parts(slf.py(), event)?)?)),
             None => Ok(None),

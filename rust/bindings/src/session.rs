@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyString};
 
 use crate::canonical::{fingerprint, fingerprint_str};
-use crate::chant::Text;
+use crate::chant::scan_text;
 
 /// Action types kept for `DoomLoopEvent.action_history`.
 const RECENT_TYPES: usize = 10;
@@ -68,21 +68,15 @@ impl SessionEngine {
     /// released), then re-run the checks.
     fn record_output(slf: &Bound<'_, Self>, text: &Bound<'_, PyAny>, whole: bool) -> PyResult<()> {
         let name = if whole { "text" } else { "chunk" };
-        let text = Text::read(text, name)?;
         let engine = slf.get();
-        let scan = || {
+        scan_text(text, name, |input| {
             let mut state = engine.lock();
             if whole {
-                state.session.record_response(text.input());
+                state.session.record_response(input);
             } else {
-                state.session.record_output_chunk(text.input());
+                state.session.record_output_chunk(input);
             }
-        };
-        if text.is_long() {
-            slf.py().detach(scan);
-        } else {
-            scan();
-        }
+        })?;
         Self::observe(slf)?;
         Ok(())
     }

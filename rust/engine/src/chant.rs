@@ -29,6 +29,7 @@
 //! symbol, and the whole chained span again before an alarm is raised, so a hash collision
 //! (crafted or not) can only ever cost a missed link, never an alarm.
 
+use std::cell::RefCell;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
@@ -393,67 +394,84 @@ pub struct Chant<S: Symbol> {
 /// Window ranks: `SPAN` positions before a batch, then the batch's.
 type Ranks = [i32; SPAN + BATCH];
 
-/// `target[t] = min(source[t], source[t + width])` wherever both exist.
+/// Work space for the batches of a feed, one per thread: detectors carry no batch buffers,
+/// and a token-sized feed touches only the few entries it uses.
+struct Scratch {
+    hashes: [u64; BATCH],
+    /// Ranks of the `SPAN` positions before a batch, then the batch's.
+    ranks: Ranks,
+    /// The doubling minima of `anchors` (two buffers, alternating).
+    minima: [Ranks; 2],
+}
+
+impl Scratch {
+    const EMPTY: Scratch = Scratch {
+        hashes: [0; BATCH],
+        ranks: [NO_RANK; SPAN + BATCH],
+        minima: [[NO_RANK; SPAN + BATCH]; 2],
+    };
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = const { RefCell::new(Scratch::EMPTY) };
+}
+
+/// `target[t] = min(source[t], source[t + width])` for every `t` where both exist.
 #[inline(always)]
-fn min_pairs(target: &mut Ranks, source: &Ranks, width: usize) {
+fn min_pairs(target: &mut [i32], source: &[i32], width: usize) {
     let ahead = source.get(width..).unwrap_or_default();
     for ((out, &a), &b) in target.iter_mut().zip(source).zip(ahead) {
         *out = a.min(b);
     }
 }
 
-/// Bit j of the result is set when the batch's j-th window (of `n`) is an anchor: a window
-/// no greater than any of the `span` before it. Whole-array passes the compiler turns into
-/// vector code (with AVX2 where the processor has it: twice the lanes, one-instruction
-/// minimum).
-fn anchors(ranks: &Ranks, span: usize, n: usize) -> Anchors {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the processor supports AVX2, checked just above.
-        return unsafe { anchors_avx2(ranks, span, n) };
-    }
-    anchors_portable(ranks, span, n)
-}
-
 /// One bit per window of a batch.
 type Anchors = [u64; BATCH / 64];
 
+/// Bit j of the result is set when the batch's j-th window is an anchor: a window no greater
+/// than any of the `span` before it. `ranks` holds the ranks of the `SPAN` positions before
+/// the batch, then the batch's. Slice passes the compiler turns into vector code (with AVX2
+/// where the processor has it: twice the lanes, a one-instruction minimum).
+fn anchors(ranks: &[i32], span: usize, minima: &mut [Ranks; 2]) -> Anchors {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the processor supports AVX2, checked just above.
+        return unsafe { anchors_avx2(ranks, span, minima) };
+    }
+    anchors_portable(ranks, span, minima)
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn anchors_avx2(ranks: &Ranks, span: usize, n: usize) -> Anchors {
-    anchors_portable(ranks, span, n)
+fn anchors_avx2(ranks: &[i32], span: usize, minima: &mut [Ranks; 2]) -> Anchors {
+    anchors_portable(ranks, span, minima)
 }
 
 #[inline(always)]
-fn anchors_portable(ranks: &Ranks, span: usize, n: usize) -> Anchors {
+fn anchors_portable(ranks: &[i32], span: usize, minima: &mut [Ranks; 2]) -> Anchors {
     // earlier[j]: the minimum rank of the `span` windows before the batch's j-th, by
     // doubling (the minimum of 1, 2, 4, ... consecutive ranks) from the first of them.
-    let mut minima = [[NO_RANK; SPAN + BATCH]; 2];
     let from = ranks.get(SPAN - span..).unwrap_or_default();
-    if let Some(start) = minima[0].get_mut(..from.len()) {
+    let count = from.len();
+    let [a, b] = minima;
+    if let Some(start) = a.get_mut(..count) {
         start.copy_from_slice(from);
     }
-    let mut current = 0;
+    let (mut source, mut target) = (a, b);
     let mut width = 1;
     while width < span {
-        let [a, b] = &mut minima;
-        let (source, target) = if current == 0 { (a, b) } else { (b, a) };
-        min_pairs(target, source, width);
-        current = 1 - current;
+        min_pairs(&mut target[..count - width], &source[..count], width);
+        std::mem::swap(&mut source, &mut target);
         width *= 2;
     }
-    let [a, b] = &minima;
-    let earlier = if current == 0 { a } else { b };
-    let mut flags = [0u8; BATCH];
-    let batch_ranks = ranks.get(SPAN..SPAN + n).unwrap_or_default();
-    for ((flag, &rank), &earlier) in flags.iter_mut().zip(batch_ranks).zip(earlier) {
-        *flag = u8::from(rank != NO_RANK) & u8::from(rank <= earlier);
-    }
+    let batch_ranks = ranks.get(SPAN..).unwrap_or_default();
     let mut words = [0u64; BATCH / 64];
-    for (word, chunk) in words.iter_mut().zip(flags.chunks_exact(64)) {
+    for ((word, ranks), earlier) in words.iter_mut().zip(batch_ranks.chunks(64)).zip(source.chunks(64)) {
         *word = (0..64)
-            .zip(chunk)
-            .fold(0, |bits, (k, &flag)| bits | (u64::from(flag) << k));
+            .zip(ranks.iter().zip(earlier))
+            .fold(0, |bits, (k, (&rank, &earlier))| {
+                bits | (u64::from((rank != NO_RANK) & (rank <= earlier)) << k)
+            });
     }
     words
 }
@@ -490,10 +508,13 @@ impl<S: Symbol> Chant<S> {
             base: key.base | 1,
             ..key
         };
-        // About one window in 33 is an anchor, so at default settings ~32 chains are live
-        // at a time: 128 buckets of 4 entries keep the load near 6%, and a chain lost to a
-        // full bucket only delays a verdict (another anchor of the same chant carries it).
-        let buckets = ((config.max_distance() + 1).next_power_of_two() / 16).max(1);
+        // At most `max_distance` chains are live (an anchor at every position); a chain lost
+        // to a full bucket restarts, which only delays a verdict. Small configurations get
+        // room for that worst case (a bucket per two positions, the rule stays exact), large
+        // ones room for the usual case: one window in 33 is an anchor, so at default
+        // settings ~32 chains are live and 128 buckets of 4 entries keep the load near 6%.
+        let positions = (config.max_distance() + 1).next_power_of_two();
+        let buckets = (positions / 16).max((positions / 2).min(64)).max(1);
         Chant {
             key,
             window_power: key.base.wrapping_pow(u32::try_from(config.window).unwrap_or(u32::MAX)),
@@ -580,10 +601,24 @@ impl<S: Symbol> Chant<S> {
         if self.table.is_empty() {
             self.allocate();
         }
-        // Per batch: the windows' hashes, and their ranks after those of the previous
-        // `SPAN` positions.
-        let mut hashes = [0u64; BATCH];
-        let mut ranks: Ranks = [NO_RANK; SPAN + BATCH];
+        match SCRATCH.try_with(|cell| {
+            cell.try_borrow_mut()
+                .map(|mut scratch| self.scan(input, &convert, &mut scratch))
+        }) {
+            Ok(Ok(found)) => found,
+            // No scratch to borrow (the thread is exiting; or a feed within a feed, which no
+            // caller does): work on the heap.
+            _ => self.scan(input, &convert, &mut Box::new(Scratch::EMPTY)),
+        }
+    }
+
+    fn scan<T: Copy>(
+        &mut self,
+        input: &[T],
+        convert: &impl Fn(T) -> S,
+        scratch: &mut Scratch,
+    ) -> Option<ChantEvent<S>> {
+        let Scratch { hashes, ranks, minima } = scratch;
         for batch in input.chunks(BATCH) {
             let first = self.len;
             let n = batch.len();
@@ -591,9 +626,10 @@ impl<S: Symbol> Chant<S> {
             // Three passes, each a tight loop: hash the windows, take the minimum rank of the
             // windows before each, then count the anchors.
             let hashes = &mut hashes[..n];
-            self.hash_batch(batch, &convert, hashes, &mut ranks[SPAN..SPAN + n]);
+            self.hash_batch(batch, convert, hashes, &mut ranks[SPAN..SPAN + n]);
             self.tail.copy_from_slice(&ranks[n..SPAN + n]);
-            if let Some(event) = self.count_anchors(first, hashes, &ranks) {
+            let words = anchors(&ranks[..SPAN + n], self.config.anchor_span(), minima);
+            if let Some(event) = self.count_anchors(first, hashes, words) {
                 self.event = Some(event.clone());
                 return Some(event);
             }
@@ -678,12 +714,10 @@ impl<S: Symbol> Chant<S> {
         self.blank_run = blank_run;
     }
 
-    /// Pick the anchors among the windows ending at `first..first + hashes.len()` and update
-    /// their chains; returns the event if one is confirmed (the stream then stops there).
-    /// `ranks` holds the ranks of the `SPAN` positions before the batch, then the batch's.
-    fn count_anchors(&mut self, first: u64, hashes: &[u64], ranks: &Ranks) -> Option<ChantEvent<S>> {
-        let span = self.config.anchor_span();
-        let words = anchors(ranks, span, hashes.len());
+    /// Update the chains of the anchors (`words`) among the windows ending at
+    /// `first..first + hashes.len()`; returns the event if one is confirmed (the stream then
+    /// stops there).
+    fn count_anchors(&mut self, first: u64, hashes: &[u64], words: Anchors) -> Option<ChantEvent<S>> {
         for (word_index, &word) in words.iter().enumerate() {
             let mut word = word;
             while word != 0 {
