@@ -3,6 +3,7 @@ DoomLoopDetector."""
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 
@@ -105,6 +106,29 @@ def test_lone_surrogates_are_code_points() -> None:
     half = ChantDetector()
     half.feed("\ud83d")
     assert half.position == 1
+    # Long text with lone surrogates is copied out as code points: the same verdict.
+    long = ChantDetector()
+    event = long.feed("\ud800\udfff!" * 500)
+    assert event is not None and event.period == 3 and event.start == 0
+    assert long.position == event.end
+
+
+def test_long_non_ascii_text_matches_small_pieces() -> None:
+    # Long non-ASCII chunks are read as code points (into a buffer reused across feeds),
+    # short ones as UTF-8: the same text gives the same event either way, and a shorter
+    # long chunk after a longer one sees only its own code points.
+    rng = random.Random(7)
+    alphabet = "\u7684\u4e00\u662f\u4e0d\u4e86\u4eba\u6211 \U0001f600\u00e9"
+    prose = "".join(rng.choice(alphabet) for _ in range(5000))
+    chant = prose[:1500] + "\u4f60\u597d\u4e16\u754c\uff01" * 200
+    for text in (prose + chant, chant):
+        whole = ChantDetector(_hash_key=(3, 5))
+        pieces = ChantDetector(_hash_key=(3, 5))
+        expected = None
+        for at in range(0, len(text), 7):
+            expected = expected or pieces.feed(text[at : at + 7])
+        assert expected is not None
+        assert whole.feed(text) == expected
 
 
 def test_huge_chunks() -> None:

@@ -24,8 +24,8 @@ pub const CHANT_DETACH_THRESHOLD: usize = 1 << 14;
 /// to scan than UTF-8, and CPython would otherwise keep a UTF-8 copy on the str.
 const COPY_THRESHOLD: usize = 1024;
 
-/// Largest code-point buffer a thread keeps between feeds (1 MiB; 64 KiB chunks fit).
-const KEEP_BUFFER: usize = 1 << 18;
+/// Largest code-point buffer a thread keeps between feeds (256 KiB: a 64 KiB chunk fits).
+const KEEP_BUFFER: usize = 1 << 16;
 
 thread_local! {
     // Reused across feeds: a fresh buffer per chunk would cost page faults at these sizes.
