@@ -484,10 +484,18 @@ fn random_u64(tag: u64) -> u64 {
 
 /// A window's rank for anchor selection: the top 30 bits of its hash (any fixed order works;
 /// 32-bit lanes let the minimum run as vector code, and 30 bits leave NO_RANK, "no window",
-/// above every real rank and reachable with one OR).
+/// above every real rank).
 #[inline(always)]
-fn rank(hash: u64, no_window: bool) -> i32 {
-    (hash >> 34) as i32 | (-i32::from(no_window) & NO_RANK)
+fn rank(hash: u64) -> i32 {
+    (hash >> 34) as i32
+}
+
+/// NO_RANK, behind a branch the compiler keeps: windows made only of whitespace are rare
+/// enough that a predicted branch beats computing a select at every position.
+#[cold]
+#[inline(never)]
+fn no_rank() -> i32 {
+    NO_RANK
 }
 
 impl<S: Symbol> Chant<S> {
@@ -705,9 +713,12 @@ impl<S: Symbol> Chant<S> {
             // Arithmetic, not a select the compiler could turn into a branch: whitespace is
             // frequent and irregular in text.
             blank_run = (blank_run + 1) & symbol.blank_bit().wrapping_neg();
-            let no_window = (WARM && p < first_window) || blank_run >= blank_limit;
             *hash_out = hash;
-            *rank_out = rank(hash, no_window);
+            *rank_out = if (WARM && p < first_window) || blank_run >= blank_limit {
+                no_rank()
+            } else {
+                rank(hash)
+            };
         }
         self.hash = hash;
         self.len = p;
