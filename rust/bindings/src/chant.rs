@@ -154,7 +154,7 @@ impl ChantEngine {
         let scan = || -> PyResult<Option<ChantEvent<Token>>> {
             let mut stream = self.lock();
             let chant = self.token_chant(&mut stream)?;
-            Ok(chant.feed(tokens.iter().map(|&t| to_token(t))))
+            Ok(chant.feed_slice(tokens, to_token))
         };
         if tokens.len() >= CHANT_DETACH_THRESHOLD {
             py.detach(scan)
