@@ -51,27 +51,38 @@ pub fn fingerprint_skipping(value: &Bound<'_, PyAny>, skip: Option<KeyFilter<'_>
 }
 
 /// Fast path for the most common value, a small dict of scalars (tool params, result
-/// details): hashed straight from the dict with no walk and no allocation; the digest is the
-/// one the walk gives. `None` when the value is anything else.
+/// details): hashed straight from the dict with no walk, no allocation and no generic child
+/// source; the digest is the one the walk gives. `None` when the value is anything else.
 fn flat_dict_digest(value: &Bound<'_, PyAny>) -> Option<u64> {
     let dict = value.cast::<PyDict>().ok()?;
     if dict.len() > fp::SMALL_MAP_ENTRIES {
         return None;
     }
-    let mut entries = [(0u64, 0u64); fp::SMALL_MAP_ENTRIES];
+    let py = dict.py();
+    let mut pairs = [0u64; fp::SMALL_MAP_ENTRIES];
     let mut used = 0;
-    let mut source = Source::Dict {
-        dict: dict.clone(),
-        pos: 0,
-        value: None,
-    };
-    while let Some(key) = next_child(&mut source, None) {
-        let value = next_child(&mut source, None)?;
-        let slot = entries.get_mut(used)?;
-        *slot = (scalar_digest(&key)?, scalar_digest(&value)?);
+    let mut pos: ffi::Py_ssize_t = 0;
+    let mut key_ptr: *mut ffi::PyObject = std::ptr::null_mut();
+    let mut value_ptr: *mut ffi::PyObject = std::ptr::null_mut();
+    // SAFETY: `dict` is a live dict; PyDict_Next hands out borrowed references, which are
+    // turned into owned ones at once (a scalar's digest may run a subclass's Python code, and
+    // a dict mutated meanwhile only makes iteration skip or repeat entries: never unsafe).
+    while unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut key_ptr, &mut value_ptr) } != 0 {
+        if key_ptr.is_null() || value_ptr.is_null() {
+            return None;
+        }
+        // SAFETY: both pointers were just checked non-null and are borrowed from `dict`.
+        let (key, value) = unsafe {
+            (
+                Bound::from_borrowed_ptr(py, key_ptr),
+                Bound::from_borrowed_ptr(py, value_ptr),
+            )
+        };
+        let slot = pairs.get_mut(used)?;
+        *slot = fp::hash_pair(scalar_digest(&key)?, scalar_digest(&value)?);
         used += 1;
     }
-    fp::hash_map_entries(entries.get(..used)?)
+    fp::hash_map_pairs(pairs.get_mut(..used)?)
 }
 
 /// The digest of None, a bool, an int, a float or a str; `None` for anything else.

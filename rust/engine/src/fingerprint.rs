@@ -176,27 +176,38 @@ fn large_integral_magnitude(magnitude: f64) -> Vec<u8> {
     out
 }
 
-/// Entries a [`hash_map_entries`] call takes at most.
+/// Entries a small-map call ([`hash_map_entries`], [`hash_map_pairs`]) takes at most.
 pub const SMALL_MAP_ENTRIES: usize = 8;
+
+/// Digest of one mapping entry from its key's and value's digests.
+#[inline]
+pub fn hash_pair(key: u64, value: u64) -> u64 {
+    hash_two(tag::PAIR, key, value)
+}
 
 /// Digest of a small mapping given as (key digest, value digest) entries: exactly what
 /// [`Canon::finish_map`] gives for the same entries, without a heap allocation. `None` when
 /// there are more than [`SMALL_MAP_ENTRIES`] entries.
 pub fn hash_map_entries(entries: &[(u64, u64)]) -> Option<u64> {
-    if entries.len() > SMALL_MAP_ENTRIES {
-        return None;
-    }
     let mut pairs = [0u64; SMALL_MAP_ENTRIES];
-    for (slot, &(key, value)) in pairs.iter_mut().zip(entries) {
-        *slot = hash_two(tag::PAIR, key, value);
+    let used = pairs.get_mut(..entries.len())?;
+    for (slot, &(key, value)) in used.iter_mut().zip(entries) {
+        *slot = hash_pair(key, value);
     }
-    let used = &mut pairs[..entries.len()];
-    used.sort_unstable();
+    hash_map_pairs(used)
+}
+
+/// Digest of a small mapping given as its entries' [`hash_pair`] digests, in any order (sorted
+/// in place): what [`hash_map_entries`] gives for the same entries. `None` when there are more
+/// than [`SMALL_MAP_ENTRIES`].
+pub fn hash_map_pairs(pairs: &mut [u64]) -> Option<u64> {
     let mut bytes = [0u8; SMALL_MAP_ENTRIES * 8];
-    for (chunk, digest) in bytes.chunks_exact_mut(8).zip(used.iter()) {
+    let used = bytes.get_mut(..pairs.len() * 8)?;
+    pairs.sort_unstable();
+    for (chunk, digest) in used.chunks_exact_mut(8).zip(pairs.iter()) {
         chunk.copy_from_slice(&digest.to_le_bytes());
     }
-    Some(hash_tagged(tag::MAP, &bytes[..entries.len() * 8]))
+    Some(hash_tagged(tag::MAP, used))
 }
 
 /// The digest stack a container walk writes into. A container remembers `mark()` when it
@@ -256,7 +267,7 @@ impl Canon {
         for i in 0..entries {
             let key = self.stack[start + 2 * i];
             let value = self.stack[start + 2 * i + 1];
-            self.stack[start + i] = hash_two(tag::PAIR, key, value);
+            self.stack[start + i] = hash_pair(key, value);
         }
         self.stack.truncate(start + entries);
         self.sort_from(start);
@@ -429,6 +440,9 @@ mod tests {
         assert_eq!(hash_map_entries(&entries), Some(map(&reversed)));
         assert_eq!(hash_map_entries(&[]), Some(map(&[])));
         assert_eq!(hash_map_entries(&[(1, 1); SMALL_MAP_ENTRIES + 1]), None);
+        let mut pairs: Vec<_> = entries.iter().map(|&(k, v)| hash_pair(k, v)).collect();
+        assert_eq!(hash_map_pairs(&mut pairs), hash_map_entries(&entries));
+        assert_eq!(hash_map_pairs(&mut [0; SMALL_MAP_ENTRIES + 1]), None);
     }
 
     #[test]
