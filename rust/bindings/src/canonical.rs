@@ -124,6 +124,11 @@ pub fn fingerprint_str(value: &Bound<'_, PyString>) -> u64 {
     str_digest(value)
 }
 
+/// Fingerprint of a string already read as UTF-8: the same digest as [`fingerprint_str`].
+pub fn fingerprint_utf8(py: Python<'_>, text: &str) -> u64 {
+    bytes_digest_with(py, text.as_bytes(), fp::hash_str)
+}
+
 #[derive(Clone, Copy)]
 enum Kind {
     Seq,
@@ -414,7 +419,7 @@ fn int_digest(int: &Bound<'_, PyInt>) -> u64 {
 
 fn str_digest(string: &Bound<'_, PyString>) -> u64 {
     match string.to_str() {
-        Ok(text) => bytes_digest_with(string.py(), text.as_bytes(), fp::hash_str),
+        Ok(text) => fingerprint_utf8(string.py(), text),
         // Lone surrogates: hash the surrogatepass encoding (identical to UTF-8 elsewhere).
         Err(_) => match string
             .call_method1("encode", ("utf-8", "surrogatepass"))

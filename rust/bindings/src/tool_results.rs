@@ -7,14 +7,14 @@ use std::collections::{HashMap, HashSet};
 
 use doomloop_engine::fingerprint::{self as fp, hash_action, hash_none};
 use doomloop_engine::tool_loop::{CallKey, Outcome};
-use doomloop_engine::unknown_tool::{is_js_space, unknown_tool_name};
+use doomloop_engine::unknown_tool::{trim_js_space, unknown_tool_name};
 use pyo3::exceptions::{PyBaseException, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::canonical::{fingerprint, fingerprint_skipping, fingerprint_str};
+use crate::canonical::{fingerprint, fingerprint_skipping, fingerprint_str, fingerprint_utf8};
 
 /// Ids that change on every send and must not make two identical sends look different.
 pub(crate) const VOLATILE_KEYS: [&str; 18] = [
@@ -147,9 +147,34 @@ pub(crate) fn str_set(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<
     Ok(set)
 }
 
+/// The tool names the built-in rules single out, recognised once per call.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ToolKind {
+    Exec,
+    Process,
+    CommandStatus,
+    SessionsSend,
+    Message,
+    Other,
+}
+
+impl ToolKind {
+    fn of(name: &str) -> ToolKind {
+        match name {
+            "exec" => ToolKind::Exec,
+            "process" => ToolKind::Process,
+            "command_status" => ToolKind::CommandStatus,
+            "sessions_send" => ToolKind::SessionsSend,
+            "message" => ToolKind::Message,
+            _ => ToolKind::Other,
+        }
+    }
+}
+
 /// A call's identity, parsed and checked.
 pub(crate) struct Call<'py> {
     pub(crate) tool: Bound<'py, PyString>,
+    pub(crate) kind: ToolKind,
     pub(crate) params: Option<Bound<'py, PyAny>>,
     pub(crate) key: CallKey,
     pub(crate) call_id: Option<u64>,
@@ -207,19 +232,22 @@ pub(crate) fn parse_call<'py>(
             type_name(params)
         )));
     };
-    let tool_digest = fingerprint_str(&tool);
+    // One UTF-8 view of the name serves both its digest and the name rules.
+    let name = tool.to_str()?;
+    let tool_digest = fingerprint_utf8(py, name);
+    let kind = ToolKind::of(name);
     // `params=None` is the empty mapping.
     let params_digest = params.as_ref().map_or_else(|| hash_fields(&[]), fingerprint);
-    let name = tool.to_str()?;
-    let known_poll = match name {
-        "command_status" => true,
-        "process" => matches!(
+    let known_poll = match kind {
+        ToolKind::CommandStatus => true,
+        ToolKind::Process => matches!(
             as_str(&str_field(params.as_ref(), intern!(py, "action"))),
             Some("poll" | "log")
         ),
         _ => rules.is_some_and(|r| r.known_polls.contains(name)),
     };
     Ok(Call {
+        kind,
         key: CallKey {
             tool: tool_digest,
             args: hash_action(tool_digest, params_digest),
@@ -264,7 +292,7 @@ pub(crate) fn as_str<'a>(value: &'a Option<Bound<'_, PyString>>) -> Option<&'a s
 pub(crate) fn content_text_digest<'py>(result: &Bound<'py, PyDict>) -> u64 {
     let py = result.py();
     let Some(content) = result.get_item(intern!(py, "content")).ok().flatten() else {
-        return fp::hash_str(b"");
+        return const { fp::hash_str_const(b"") };
     };
     let mut first: Option<Bound<'py, PyString>> = None;
     let mut joined: Option<String> = None;
@@ -305,7 +333,7 @@ pub(crate) fn content_text_digest<'py>(result: &Bound<'py, PyDict>) -> u64 {
     } else if let Ok(tuple) = content.cast::<PyTuple>() {
         tuple.iter().for_each(&mut add);
     }
-    let digest = |text: &str| fp::hash_str(text.trim_matches(is_js_space).as_bytes());
+    let digest = |text: &str| fp::hash_str(trim_js_space(text).as_bytes());
     match (joined, first) {
         (Some(text), _) => digest(&text),
         (None, Some(part)) => digest(&part.to_string_lossy()),
@@ -313,14 +341,28 @@ pub(crate) fn content_text_digest<'py>(result: &Bound<'py, PyDict>) -> u64 {
     }
 }
 
-pub(crate) fn key_digest(name: &str) -> u64 {
-    fp::hash_str(name.as_bytes())
+/// A field name the result rules read: the interned name (for the lookup) and its digest,
+/// computed at compile time (for the hashed entry).
+macro_rules! key {
+    ($py:expr, $name:literal) => {
+        (intern!($py, $name), const { fp::hash_str_const($name.as_bytes()) })
+    };
+}
+
+/// The digest of a field name the rules add themselves, computed at compile time.
+macro_rules! key_digest {
+    ($name:literal) => {
+        const { fp::hash_str_const($name.as_bytes()) }
+    };
 }
 
 /// (key digest, value digest) of `details[key]`; a missing key is null, as OpenClaw's `?? null`.
-pub(crate) fn field_entry(details: Option<&Bound<'_, PyAny>>, key: &Bound<'_, PyString>) -> (u64, u64) {
+pub(crate) fn field_entry(
+    details: Option<&Bound<'_, PyAny>>,
+    (key, digest): (&Bound<'_, PyString>, u64),
+) -> (u64, u64) {
     let value = field(details, key).map_or_else(hash_none, |v| fingerprint(&v));
-    (fingerprint_str(key), value)
+    (digest, value)
 }
 
 pub(crate) fn str_eq(value: Option<&Bound<'_, PyAny>>, expected: &str) -> bool {
@@ -412,12 +454,17 @@ pub(crate) fn normalise(
     if let Some(normaliser) = custom_normaliser(rules, call)? {
         return hashed(Some(fingerprint(&normaliser.call1((result, params_or_none(call)))?)));
     }
-    let tool = call.tool.to_str()?;
-    let status_str = status.and_then(|s| s.cast_into::<PyString>().ok());
-    let f = |key: &Bound<'_, PyString>| field_entry(details, key);
-    if tool == "exec" {
-        match as_str(&status_str) {
-            Some("running") => return hashed(Some(hash_fields(&[f(intern!(py, "status")), f(intern!(py, "tail"))]))),
+    let f = |key| field_entry(details, key);
+    // `status` was read above: its entry needs no second lookup.
+    let status_entry = || {
+        (
+            key_digest!("status"),
+            status.as_ref().map_or_else(hash_none, fingerprint),
+        )
+    };
+    if call.kind == ToolKind::Exec {
+        match status.as_ref().and_then(|s| s.cast::<PyString>().ok()?.to_str().ok()) {
+            Some("running") => return hashed(Some(hash_fields(&[status_entry(), f(key!(py, "tail"))]))),
             Some("completed" | "failed") => {
                 let aggregated = field(details, intern!(py, "aggregated"));
                 let output = match aggregated.as_ref().and_then(|a| a.cast::<PyString>().ok()) {
@@ -425,19 +472,19 @@ pub(crate) fn normalise(
                     _ => content_text_digest(dict),
                 };
                 return hashed(Some(hash_fields(&[
-                    f(intern!(py, "status")),
-                    f(intern!(py, "exitCode")),
-                    f(intern!(py, "timedOut")),
-                    (key_digest("output"), output),
+                    status_entry(),
+                    f(key!(py, "exitCode")),
+                    f(key!(py, "timedOut")),
+                    (key_digest!("output"), output),
                 ])));
             }
             Some("approval-pending" | "approval-unavailable") => {
                 return hashed(Some(hash_fields(&[
-                    f(intern!(py, "status")),
-                    f(intern!(py, "reason")),
-                    f(intern!(py, "host")),
-                    f(intern!(py, "command")),
-                    f(intern!(py, "warningText")),
+                    status_entry(),
+                    f(key!(py, "reason")),
+                    f(key!(py, "host")),
+                    f(key!(py, "command")),
+                    f(key!(py, "warningText")),
                 ])));
             }
             _ => {}
@@ -445,38 +492,38 @@ pub(crate) fn normalise(
     }
     // Only `process` and `message` results depend on the action.
     let action = || str_field(call.params.as_ref(), intern!(py, "action"));
-    if tool == "process" {
-        let text = || (key_digest("text"), content_text_digest(dict));
-        let action_field = |a: &str| (key_digest("action"), fp::hash_str(a.as_bytes()));
+    if call.kind == ToolKind::Process {
+        let text = || (key_digest!("text"), content_text_digest(dict));
+        let action_field = |a: &str| (key_digest!("action"), fp::hash_str(a.as_bytes()));
         match as_str(&action()) {
             Some("poll") => {
                 return hashed(Some(hash_fields(&[
                     action_field("poll"),
-                    f(intern!(py, "status")),
-                    f(intern!(py, "exitCode")),
-                    f(intern!(py, "exitSignal")),
-                    f(intern!(py, "aggregated")),
+                    status_entry(),
+                    f(key!(py, "exitCode")),
+                    f(key!(py, "exitSignal")),
+                    f(key!(py, "aggregated")),
                     text(),
                 ])));
             }
             Some("log") => {
                 return hashed(Some(hash_fields(&[
                     action_field("log"),
-                    f(intern!(py, "status")),
-                    f(intern!(py, "totalLines")),
-                    f(intern!(py, "totalChars")),
-                    f(intern!(py, "truncated")),
-                    f(intern!(py, "exitCode")),
-                    f(intern!(py, "exitSignal")),
+                    status_entry(),
+                    f(key!(py, "totalLines")),
+                    f(key!(py, "totalChars")),
+                    f(key!(py, "truncated")),
+                    f(key!(py, "exitCode")),
+                    f(key!(py, "exitSignal")),
                     text(),
                 ])));
             }
             _ => {}
         }
     }
-    let send_like = match tool {
-        "sessions_send" => true,
-        "message" => as_str(&action()).is_some_and(|a| SEND_ACTIONS.contains(&a)),
+    let send_like = match call.kind {
+        ToolKind::SessionsSend => true,
+        ToolKind::Message => as_str(&action()).is_some_and(|a| SEND_ACTIONS.contains(&a)),
         _ => match rules.and_then(|r| r.send_like.as_ref()) {
             Some(predicate) => predicate
                 .bind(py)
@@ -494,8 +541,8 @@ pub(crate) fn normalise(
         return hashed(Some(details_digest(true)));
     }
     hashed(Some(hash_fields(&[
-        (key_digest("details"), details_digest(false)),
-        (key_digest("text"), content_text_digest(dict)),
+        (key_digest!("details"), details_digest(false)),
+        (key_digest!("text"), content_text_digest(dict)),
     ])))
 }
 

@@ -11,6 +11,7 @@
 //! This module knows nothing of Python: the binding layer walks Python objects (iteratively,
 //! never recursing on user data) and drives [`Canon`] and the scalar functions here.
 
+use xxhash_rust::const_xxh3;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// Base seed ("doomloop" in ASCII). Fixed forever: gateway replicas and stored digests must
@@ -38,7 +39,7 @@ pub mod tag {
 }
 
 #[inline]
-pub fn seed(tag: u8) -> u64 {
+pub const fn seed(tag: u8) -> u64 {
     SEED.wrapping_add(tag as u64)
 }
 
@@ -60,6 +61,12 @@ pub fn hash_bool(value: bool) -> u64 {
 #[inline]
 pub fn hash_str(utf8: &[u8]) -> u64 {
     hash_tagged(tag::STR, utf8)
+}
+
+/// [`hash_str`] evaluated at compile time, for names the binding layer hashes on every call
+/// (result field names): the same digest, computed once.
+pub const fn hash_str_const(utf8: &[u8]) -> u64 {
+    const_xxh3::xxh3_64_with_seed(utf8, seed(tag::STR))
 }
 
 #[inline]
@@ -443,6 +450,13 @@ mod tests {
         let mut pairs: Vec<_> = entries.iter().map(|&(k, v)| hash_pair(k, v)).collect();
         assert_eq!(hash_map_pairs(&mut pairs), hash_map_entries(&entries));
         assert_eq!(hash_map_pairs(&mut [0; SMALL_MAP_ENTRIES + 1]), None);
+    }
+
+    #[test]
+    fn compile_time_strings_hash_like_runtime_ones() {
+        for text in ["", "details", "text", "exitCode", "a longer name, past sixteen bytes"] {
+            assert_eq!(hash_str_const(text.as_bytes()), hash_str(text.as_bytes()));
+        }
     }
 
     #[test]
