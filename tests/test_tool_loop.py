@@ -354,6 +354,39 @@ def test_params_canonical_form() -> None:
     assert len(named) == 6
 
 
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda p: p.update(a=2),
+        lambda p: p.update(a=_Text("1")),
+        lambda p: (p.pop("a"), p.update(c=1)),  # same size, another key
+        lambda p: p.update(d=None),
+        lambda p: p.clear(),
+        lambda p: p["b"].append(3),  # nested
+    ],
+)
+def test_params_changed_between_the_hooks_are_hashed_anew(change: Any) -> None:
+    # The hooks reuse a params digest only while the dict holds the very same immutable
+    # entries: any change made between before_tool_call and after_tool_call is seen.
+    def fresh(params: Dict[str, Any]) -> int:
+        return ToolLoopDetector().after_tool_call("t", params, result="r").args_hash
+
+    for params in ({"a": 1, "s": "x", "b": [1, 2]}, {"a": 1, "s": "x", "b": 0.5}):
+        detector = ToolLoopDetector()
+        detector.before_tool_call("t", params, run_id="run")
+        try:
+            change(params)
+        except AttributeError:
+            continue  # the nested change needs the list
+        assert detector.after_tool_call("t", params, result="r", run_id="run").args_hash == fresh(params)
+        # The same content handed over again hashes the same.
+        assert detector.after_tool_call("t", params, result="r").args_hash == fresh(params)
+
+
 # --- extension points ---------------------------------------------------------------------
 
 

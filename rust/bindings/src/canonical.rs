@@ -62,16 +62,10 @@ fn flat_dict_digest(value: &Bound<'_, PyAny>) -> Option<u64> {
     let mut pairs = [0u64; fp::SMALL_MAP_ENTRIES];
     let mut used = 0;
     let mut pos: ffi::Py_ssize_t = 0;
-    let mut key_ptr: *mut ffi::PyObject = std::ptr::null_mut();
-    let mut value_ptr: *mut ffi::PyObject = std::ptr::null_mut();
-    // SAFETY: `dict` is a live dict; PyDict_Next hands out borrowed references, which are
-    // turned into owned ones at once (a scalar's digest may run a subclass's Python code, and
-    // a dict mutated meanwhile only makes iteration skip or repeat entries: never unsafe).
-    while unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut key_ptr, &mut value_ptr) } != 0 {
-        if key_ptr.is_null() || value_ptr.is_null() {
-            return None;
-        }
-        // SAFETY: both pointers were just checked non-null and are borrowed from `dict`.
+    while let Some((key_ptr, value_ptr)) = dict_next(dict.as_any(), &mut pos) {
+        // SAFETY: both pointers are non-null and borrowed from `dict`; they are turned into
+        // owned references at once (a scalar's digest may run a subclass's Python code, and a
+        // dict mutated meanwhile only makes iteration skip or repeat entries: never unsafe).
         let (key, value) = unsafe {
             (
                 Bound::from_borrowed_ptr(py, key_ptr),
@@ -83,6 +77,92 @@ fn flat_dict_digest(value: &Bound<'_, PyAny>) -> Option<u64> {
         used += 1;
     }
     fp::hash_map_pairs(pairs.get_mut(..used)?)
+}
+
+/// The last small dict of built-in scalars fingerprinted, so the same content handed over again
+/// (one params dict passed to both hooks of a call) is not hashed twice.
+///
+/// It holds strong references to the dict's keys and values, not to the dict: the dict may be
+/// mutated between calls, but if it yields, in order, the very objects remembered, and those
+/// are all of exact immutable built-in types (str, int, float, bool, None), its content is the
+/// content that was hashed. Holding the references keeps the objects alive, so an address can
+/// never be reused by a different object while it is remembered.
+#[derive(Default)]
+pub struct DictMemo {
+    entries: Vec<(Py<PyAny>, Py<PyAny>)>,
+    digest: Option<u64>,
+}
+
+impl DictMemo {
+    /// The remembered digest, if `value` is a dict yielding exactly the remembered entries.
+    /// Runs no Python code (safe under a lock).
+    pub fn recall(&self, value: &Bound<'_, PyAny>) -> Option<u64> {
+        let digest = self.digest?;
+        if !value.is_exact_instance_of::<PyDict>() || dict_len(value) != self.entries.len() {
+            return None;
+        }
+        let mut pos: ffi::Py_ssize_t = 0;
+        for (key, item) in &self.entries {
+            let (k, v) = dict_next(value, &mut pos)?;
+            if k != key.as_ptr() || v != item.as_ptr() {
+                return None;
+            }
+        }
+        Some(digest)
+    }
+
+    /// Remember `value`'s entries with its `digest` when it is a small dict of exact built-in
+    /// scalars; forget otherwise. Runs no Python code (safe under a lock): the references it
+    /// drops are to built-in scalars, whose deallocation calls nothing.
+    pub fn remember(&mut self, value: &Bound<'_, PyAny>, digest: u64) {
+        self.entries.clear();
+        self.digest = None;
+        if !value.is_exact_instance_of::<PyDict>() || dict_len(value) > fp::SMALL_MAP_ENTRIES {
+            return;
+        }
+        let py = value.py();
+        let mut pos: ffi::Py_ssize_t = 0;
+        while let Some((k, v)) = dict_next(value, &mut pos) {
+            // SAFETY: both pointers are non-null and borrowed from the live dict `value`; they
+            // are turned into owned references at once.
+            let (k, v) = unsafe { (Bound::from_borrowed_ptr(py, k), Bound::from_borrowed_ptr(py, v)) };
+            if !is_immutable_scalar(&k) || !is_immutable_scalar(&v) {
+                self.entries.clear();
+                return;
+            }
+            self.entries.push((k.unbind(), v.unbind()));
+        }
+        self.digest = Some(digest);
+    }
+
+    /// Bytes held on the heap (at most [`fp::SMALL_MAP_ENTRIES`] entries once used).
+    pub fn heap_bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<(Py<PyAny>, Py<PyAny>)>()
+    }
+}
+
+fn is_immutable_scalar(item: &Bound<'_, PyAny>) -> bool {
+    item.is_none()
+        || item.is_exact_instance_of::<PyString>()
+        || item.is_exact_instance_of::<PyInt>()
+        || item.is_exact_instance_of::<PyFloat>()
+        || item.is_exact_instance_of::<PyBool>()
+}
+
+/// `len(dict)` of an object known to be a dict.
+fn dict_len(dict: &Bound<'_, PyAny>) -> usize {
+    // SAFETY: callers pass a dict (checked exact); PyDict_Size only reads it.
+    usize::try_from(unsafe { ffi::PyDict_Size(dict.as_ptr()) }).unwrap_or(0)
+}
+
+/// The next (key, value) of a dict as borrowed pointers, both non-null.
+fn dict_next(dict: &Bound<'_, PyAny>, pos: &mut ffi::Py_ssize_t) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject)> {
+    let mut key: *mut ffi::PyObject = std::ptr::null_mut();
+    let mut value: *mut ffi::PyObject = std::ptr::null_mut();
+    // SAFETY: callers pass a live dict; PyDict_Next only reads it and hands out borrowed
+    // references (never dereferenced here before a null check).
+    let more = unsafe { ffi::PyDict_Next(dict.as_ptr(), pos, &mut key, &mut value) };
+    (more != 0 && !key.is_null() && !value.is_null()).then_some((key, value))
 }
 
 /// The digest of None, a bool, an int, a float or a str; `None` for anything else.

@@ -4,6 +4,7 @@
 //! in place so the hot path builds no intermediate objects.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
 
 use doomloop_engine::fingerprint::{self as fp, hash_action, hash_none};
 use doomloop_engine::tool_loop::{CallKey, Outcome};
@@ -14,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::canonical::{fingerprint, fingerprint_skipping, fingerprint_str, fingerprint_utf8};
+use crate::canonical::{fingerprint, fingerprint_skipping, fingerprint_str, fingerprint_utf8, DictMemo};
 
 /// Ids that change on every send and must not make two identical sends look different.
 pub(crate) const VOLATILE_KEYS: [&str; 18] = [
@@ -203,8 +204,56 @@ pub(crate) fn optional_str_digest(value: Option<&Bound<'_, PyAny>>, name: &str) 
     }
 }
 
+/// Digests of the identity parts of the last call parsed, reused when the next hook is handed
+/// the same objects (the usual case: a call's `after_tool_call` after its `before_tool_call`,
+/// and one run id for many calls). Only what cannot have changed is reused: a tool name or run
+/// id that is the very `str` remembered (held by strong reference; a `str` is immutable), and
+/// params through [`DictMemo`].
+#[derive(Default)]
+pub(crate) struct CallMemo {
+    tool: Option<RememberedStr<ToolKind>>,
+    run: Option<RememberedStr<()>>,
+    params: DictMemo,
+}
+
+impl CallMemo {
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.params.heap_bytes()
+    }
+}
+
+/// An exact `str`, its digest and what else was derived from it.
+struct RememberedStr<T> {
+    value: Py<PyString>,
+    digest: u64,
+    derived: T,
+}
+
+impl<T: Copy> RememberedStr<T> {
+    /// Only an exact `str` is remembered: a subclass could carry other state.
+    fn new(value: &Bound<'_, PyAny>, digest: u64, derived: T) -> Option<Self> {
+        let value = value.cast_exact::<PyString>().ok()?;
+        Some(RememberedStr {
+            value: value.clone().unbind(),
+            digest,
+            derived,
+        })
+    }
+
+    /// The digest and derived value if `value` is the very object remembered.
+    fn recall(&self, value: &Bound<'_, PyAny>) -> Option<(u64, T)> {
+        (self.value.as_ptr() == value.as_ptr()).then_some((self.digest, self.derived))
+    }
+}
+
+pub(crate) fn lock_memo(memo: &Mutex<CallMemo>) -> MutexGuard<'_, CallMemo> {
+    // Nothing panics while holding the lock; recover the data if anything ever did.
+    memo.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 pub(crate) fn parse_call<'py>(
     rules: Option<&Rules>,
+    memo: Option<&Mutex<CallMemo>>,
     tool: &Bound<'py, PyAny>,
     params: &Bound<'py, PyAny>,
     run_id: Option<&Bound<'py, PyAny>>,
@@ -232,29 +281,74 @@ pub(crate) fn parse_call<'py>(
             type_name(params)
         )));
     };
-    // One UTF-8 view of the name serves both its digest and the name rules.
-    let name = tool.to_str()?;
-    let tool_digest = fingerprint_utf8(py, name);
-    let kind = ToolKind::of(name);
+    // The memo is only read and written here, never while Python code can run.
+    let (known_tool, known_run, known_params) = match memo {
+        Some(memo) => {
+            let m = lock_memo(memo);
+            (
+                m.tool.as_ref().and_then(|t| t.recall(tool.as_any())),
+                run_id.and_then(|r| m.run.as_ref()?.recall(r)),
+                params.as_ref().and_then(|p| m.params.recall(p)),
+            )
+        }
+        None => (None, None, None),
+    };
+    let (tool_digest, kind) = match known_tool {
+        Some(known) => known,
+        None => {
+            // One UTF-8 view of the name serves both its digest and the name rules.
+            let name = tool.to_str()?;
+            (fingerprint_utf8(py, name), ToolKind::of(name))
+        }
+    };
     // `params=None` is the empty mapping.
-    let params_digest = params.as_ref().map_or_else(|| hash_fields(&[]), fingerprint);
+    let params_digest = match (&params, known_params) {
+        (_, Some(digest)) => digest,
+        (Some(params), None) => fingerprint(params),
+        (None, None) => hash_fields(&[]),
+    };
     let known_poll = match kind {
         ToolKind::CommandStatus => true,
         ToolKind::Process => matches!(
             as_str(&str_field(params.as_ref(), intern!(py, "action"))),
             Some("poll" | "log")
         ),
-        _ => rules.is_some_and(|r| r.known_polls.contains(name)),
+        _ => match rules {
+            Some(rules) if !rules.known_polls.is_empty() => rules.known_polls.contains(tool.to_str()?),
+            _ => false,
+        },
     };
+    let run = match known_run {
+        Some((digest, ())) => Some(digest),
+        None => optional_str_digest(run_id, "run_id")?,
+    };
+    let call_id = optional_str_digest(tool_call_id, "tool_call_id")?;
+    if let Some(memo) = memo {
+        let remember_tool = known_tool.is_none();
+        let remember_run = known_run.is_none() && run.is_some();
+        let remember_params = known_params.is_none() && params.is_some();
+        if remember_tool || remember_run || remember_params {
+            let mut m = lock_memo(memo);
+            if remember_tool {
+                m.tool = RememberedStr::new(tool.as_any(), tool_digest, kind);
+            }
+            if let (true, Some(run_id), Some(digest)) = (remember_run, run_id, run) {
+                m.run = RememberedStr::new(run_id, digest, ());
+            }
+            if let (true, Some(params)) = (remember_params, &params) {
+                m.params.remember(params, params_digest);
+            }
+        }
+    }
     Ok(Call {
         kind,
         key: CallKey {
             tool: tool_digest,
             args: hash_action(tool_digest, params_digest),
-            run: optional_str_digest(run_id, "run_id")?,
+            run,
             known_poll,
         },
-        call_id: optional_str_digest(tool_call_id, "tool_call_id")?,
+        call_id,
         tool,
         params,
     })
