@@ -298,6 +298,8 @@ pub struct ToolLoopSession<N> {
     config: LoopConfig,
     /// The smallest threshold any detector compares a count with.
     lowest_threshold: usize,
+    /// The smallest threshold the streak or the recent count is compared with.
+    lowest_window_threshold: usize,
     history: Ring<Record<N>>,
     buckets: WarningBuckets,
     guard: CompactionGuard,
@@ -306,9 +308,10 @@ pub struct ToolLoopSession<N> {
 impl<N> ToolLoopSession<N> {
     pub fn new(config: LoopConfig) -> Self {
         let c = &config;
-        let lowest = c.warning.min(c.critical).min(c.global).min(c.unknown_tool);
+        let lowest_window = c.warning.min(c.critical).min(c.global);
         ToolLoopSession {
-            lowest_threshold: lowest as usize,
+            lowest_threshold: lowest_window.min(c.unknown_tool) as usize,
+            lowest_window_threshold: lowest_window as usize,
             history: Ring::new(config.history_size),
             buckets: WarningBuckets::default(),
             guard: CompactionGuard::new(config.guard_window),
@@ -399,7 +402,10 @@ impl<N> ToolLoopSession<N> {
         if !self.config.detect || self.history.len() + 1 < self.lowest_threshold {
             return None;
         }
-        let scan = Scan::run(&self.history, key);
+        // Likewise the streak and the recent count (the one pass over the whole window) are
+        // only counted once the history could hold enough records to reach their thresholds.
+        let count_window = self.history.len() >= self.lowest_window_threshold;
+        let scan = Scan::run(&self.history, key, count_window);
         let c = &self.config;
         let finding = |level, detector, count, key_digest, result, other, source_back| Finding {
             level,
@@ -594,8 +600,8 @@ struct Scan {
 impl Scan {
     /// Three short passes over the run-scoped records, newest first. The unknown-tool run and
     /// the alternating tail usually end within a record or two; only the streak and recent
-    /// counts need the whole window.
-    fn run<N>(history: &Ring<Record<N>>, key: &CallKey) -> Scan {
+    /// counts need the whole window, and are left at 0 unless `count_window`.
+    fn run<N>(history: &Ring<Record<N>>, key: &CallKey, count_window: bool) -> Scan {
         let mut s = Scan {
             unknown_run: 0,
             unknown_name: 0,
@@ -626,21 +632,23 @@ impl Scan {
         }
         // Streak of one result and recent count of this call: the only pass over the whole
         // window, so a plain loop over the ring's halves.
-        let mut streak_open = true;
-        for half in history.halves() {
-            for r in half.iter().rev() {
-                if !r.same_call(key, scope) {
-                    continue;
-                }
-                s.recent += 1;
-                if streak_open && r.has(HAS_RESULT) {
-                    if s.streak == 0 {
-                        s.latest_result = r.result;
-                        s.streak = 1;
-                    } else if r.result == s.latest_result {
-                        s.streak += 1;
-                    } else {
-                        streak_open = false;
+        if count_window {
+            let mut streak_open = true;
+            for half in history.halves() {
+                for r in half.iter().rev() {
+                    if !r.same_call(key, scope) {
+                        continue;
+                    }
+                    s.recent += 1;
+                    if streak_open && r.has(HAS_RESULT) {
+                        if s.streak == 0 {
+                            s.latest_result = r.result;
+                            s.streak = 1;
+                        } else if r.result == s.latest_result {
+                            s.streak += 1;
+                        } else {
+                            streak_open = false;
+                        }
                     }
                 }
             }
