@@ -132,7 +132,7 @@ impl GuardVerdict {
 
 /// One recorded outcome: its hashes and the guard's verdict (`None` when the outcome has no
 /// result hash: no result, or a loop veto; or when it was not fed to the guard).
-#[pyclass(module = "doomloop._core", frozen, get_all)]
+#[pyclass(module = "doomloop._core", frozen, get_all, freelist = 4)]
 pub struct ToolOutcome {
     tool: Py<PyString>,
     args_hash: u64,
