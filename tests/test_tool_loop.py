@@ -387,6 +387,36 @@ def test_params_changed_between_the_hooks_are_hashed_anew(change: Any) -> None:
         assert detector.after_tool_call("t", params, result="r").args_hash == fresh(params)
 
 
+def test_params_changed_by_another_thread_while_hashed_are_not_remembered_wrongly() -> None:
+    # Hashing a string this long releases the interpreter, so another thread can change the
+    # dict in the middle of a hook. A digest a later hook reuses must be that of the content
+    # it is then handed. Whether the other thread gets in during the hook is up to the OS, so
+    # a few attempts make sure it did at least once.
+    big = "x" * (32 * doomloop._core.HASH_DETACH_THRESHOLD)
+    interval = sys.getswitchinterval()
+    changed_during_a_hook = False
+    for _ in range(10):
+        params: Dict[str, Any] = {"n": 0, "big": big}
+        detector = ToolLoopDetector()
+        go = threading.Event()
+        thread = threading.Thread(target=lambda: (go.wait(), params.update(n=1)))
+        thread.start()
+        # The main thread keeps the interpreter until the hook releases it to hash the string.
+        sys.setswitchinterval(30.0)
+        try:
+            go.set()
+            detector.before_tool_call("t", params)
+            changed_during_a_hook |= params["n"] == 1
+        finally:
+            sys.setswitchinterval(interval)
+            thread.join()
+        expected = ToolLoopDetector().after_tool_call("t", params, result="r").args_hash
+        assert detector.after_tool_call("t", params, result="r").args_hash == expected
+        if changed_during_a_hook:
+            break
+    assert changed_during_a_hook
+
+
 # --- extension points ---------------------------------------------------------------------
 
 

@@ -79,63 +79,66 @@ fn flat_dict_digest(value: &Bound<'_, PyAny>) -> Option<u64> {
     fp::hash_map_pairs(pairs.get_mut(..used)?)
 }
 
-/// The last small dict of built-in scalars fingerprinted, so the same content handed over again
-/// (one params dict passed to both hooks of a call) is not hashed twice.
+/// A small dict of exact built-in scalars as it was when hashed: its entries, held by strong
+/// reference, and their digest. Lets a caller that is handed the same dict again (one params
+/// dict passed to both hooks of a call) reuse the digest without hashing.
 ///
-/// It holds strong references to the dict's keys and values, not to the dict: the dict may be
-/// mutated between calls, but if it yields, in order, the very objects remembered, and those
-/// are all of exact immutable built-in types (str, int, float, bool, None), its content is the
-/// content that was hashed. Holding the references keeps the objects alive, so an address can
-/// never be reused by a different object while it is remembered.
-#[derive(Default)]
-pub struct DictMemo {
+/// The digest is computed from the snapshot's own objects, so it is the digest of exactly the
+/// content held, whatever happens to the dict meanwhile. The entries are of exact immutable
+/// built-in types (str, int, float, bool, None) and are kept alive, so a dict that yields, in
+/// order, the very same objects has that content and that digest; any other dict is hashed
+/// anew.
+pub struct DictSnapshot {
     entries: Vec<(Py<PyAny>, Py<PyAny>)>,
-    digest: Option<u64>,
+    digest: u64,
 }
 
-impl DictMemo {
-    /// The remembered digest, if `value` is a dict yielding exactly the remembered entries.
-    /// Runs no Python code (safe under a lock).
-    pub fn recall(&self, value: &Bound<'_, PyAny>) -> Option<u64> {
-        let digest = self.digest?;
-        if !value.is_exact_instance_of::<PyDict>() || dict_len(value) != self.entries.len() {
+impl DictSnapshot {
+    /// Snapshot and hash `value`; `None` unless it is an exact dict of at most
+    /// [`fp::SMALL_MAP_ENTRIES`] entries whose keys and values are all exact built-in scalars.
+    /// The digest is the one [`fingerprint`] gives for the same content.
+    pub fn take(value: &Bound<'_, PyAny>) -> Option<DictSnapshot> {
+        if !value.is_exact_instance_of::<PyDict>() || dict_len(value) > fp::SMALL_MAP_ENTRIES {
             return None;
         }
-        let mut pos: ffi::Py_ssize_t = 0;
-        for (key, item) in &self.entries {
-            let (k, v) = dict_next(value, &mut pos)?;
-            if k != key.as_ptr() || v != item.as_ptr() {
-                return None;
-            }
-        }
-        Some(digest)
-    }
-
-    /// Remember `value`'s entries with its `digest` when it is a small dict of exact built-in
-    /// scalars; forget otherwise. Runs no Python code (safe under a lock): the references it
-    /// drops are to built-in scalars, whose deallocation calls nothing.
-    pub fn remember(&mut self, value: &Bound<'_, PyAny>, digest: u64) {
-        self.entries.clear();
-        self.digest = None;
-        if !value.is_exact_instance_of::<PyDict>() || dict_len(value) > fp::SMALL_MAP_ENTRIES {
-            return;
-        }
         let py = value.py();
+        let mut entries = Vec::with_capacity(dict_len(value));
         let mut pos: ffi::Py_ssize_t = 0;
         while let Some((k, v)) = dict_next(value, &mut pos) {
             // SAFETY: both pointers are non-null and borrowed from the live dict `value`; they
             // are turned into owned references at once.
             let (k, v) = unsafe { (Bound::from_borrowed_ptr(py, k), Bound::from_borrowed_ptr(py, v)) };
             if !is_immutable_scalar(&k) || !is_immutable_scalar(&v) {
-                self.entries.clear();
-                return;
+                return None;
             }
-            self.entries.push((k.unbind(), v.unbind()));
+            entries.push((k.unbind(), v.unbind()));
         }
-        self.digest = Some(digest);
+        let mut pairs = [0u64; fp::SMALL_MAP_ENTRIES];
+        let used = pairs.get_mut(..entries.len())?;
+        for (slot, (k, v)) in used.iter_mut().zip(&entries) {
+            *slot = fp::hash_pair(scalar_digest(k.bind(py))?, scalar_digest(v.bind(py))?);
+        }
+        let digest = fp::hash_map_pairs(used)?;
+        Some(DictSnapshot { entries, digest })
     }
 
-    /// Bytes held on the heap (at most [`fp::SMALL_MAP_ENTRIES`] entries once used).
+    pub fn digest(&self) -> u64 {
+        self.digest
+    }
+
+    /// Whether `value` is a dict yielding, in order, exactly the snapshot's objects. Runs no
+    /// Python code (safe under a lock).
+    pub fn matches(&self, value: &Bound<'_, PyAny>) -> bool {
+        if !value.is_exact_instance_of::<PyDict>() || dict_len(value) != self.entries.len() {
+            return false;
+        }
+        let mut pos: ffi::Py_ssize_t = 0;
+        self.entries
+            .iter()
+            .all(|(key, item)| dict_next(value, &mut pos).is_some_and(|(k, v)| k == key.as_ptr() && v == item.as_ptr()))
+    }
+
+    /// Bytes held on the heap.
     pub fn heap_bytes(&self) -> usize {
         self.entries.capacity() * std::mem::size_of::<(Py<PyAny>, Py<PyAny>)>()
     }

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::canonical::{fingerprint, fingerprint_skipping, fingerprint_str, fingerprint_utf8, DictMemo};
+use crate::canonical::{fingerprint, fingerprint_skipping, fingerprint_str, fingerprint_utf8, DictSnapshot};
 
 /// Ids that change on every send and must not make two identical sends look different.
 pub(crate) const VOLATILE_KEYS: [&str; 18] = [
@@ -208,17 +208,17 @@ pub(crate) fn optional_str_digest(value: Option<&Bound<'_, PyAny>>, name: &str) 
 /// the same objects (the usual case: a call's `after_tool_call` after its `before_tool_call`,
 /// and one run id for many calls). Only what cannot have changed is reused: a tool name or run
 /// id that is the very `str` remembered (held by strong reference; a `str` is immutable), and
-/// params through [`DictMemo`].
+/// params through [`DictSnapshot`].
 #[derive(Default)]
 pub(crate) struct CallMemo {
     tool: Option<RememberedStr<ToolKind>>,
     run: Option<RememberedStr<()>>,
-    params: DictMemo,
+    params: Option<DictSnapshot>,
 }
 
 impl CallMemo {
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.params.heap_bytes()
+        self.params.as_ref().map_or(0, DictSnapshot::heap_bytes)
     }
 }
 
@@ -288,7 +288,10 @@ pub(crate) fn parse_call<'py>(
             (
                 m.tool.as_ref().and_then(|t| t.recall(tool.as_any())),
                 run_id.and_then(|r| m.run.as_ref()?.recall(r)),
-                params.as_ref().and_then(|p| m.params.recall(p)),
+                params
+                    .as_ref()
+                    .and_then(|p| m.params.as_ref().filter(|s| s.matches(p)))
+                    .map(DictSnapshot::digest),
             )
         }
         None => (None, None, None),
@@ -302,10 +305,13 @@ pub(crate) fn parse_call<'py>(
         }
     };
     // `params=None` is the empty mapping.
-    let params_digest = match (&params, known_params) {
-        (_, Some(digest)) => digest,
-        (Some(params), None) => fingerprint(params),
-        (None, None) => hash_fields(&[]),
+    let (params_digest, snapshot) = match (&params, known_params) {
+        (_, Some(digest)) => (digest, None),
+        (Some(params), None) => match DictSnapshot::take(params) {
+            Some(snapshot) => (snapshot.digest(), Some(snapshot)),
+            None => (fingerprint(params), None),
+        },
+        (None, None) => (hash_fields(&[]), None),
     };
     let known_poll = match kind {
         ToolKind::CommandStatus => true,
@@ -324,20 +330,22 @@ pub(crate) fn parse_call<'py>(
     };
     let call_id = optional_str_digest(tool_call_id, "tool_call_id")?;
     if let Some(memo) = memo {
-        let remember_tool = known_tool.is_none();
-        let remember_run = known_run.is_none() && run.is_some();
-        let remember_params = known_params.is_none() && params.is_some();
-        if remember_tool || remember_run || remember_params {
+        let tool = known_tool
+            .is_none()
+            .then(|| RememberedStr::new(tool.as_any(), tool_digest, kind));
+        let run = match (known_run, run_id, run) {
+            (None, Some(run_id), Some(digest)) => Some(RememberedStr::new(run_id, digest, ())),
+            _ => None,
+        };
+        if tool.is_some() || run.is_some() || snapshot.is_some() {
             let mut m = lock_memo(memo);
-            if remember_tool {
-                m.tool = RememberedStr::new(tool.as_any(), tool_digest, kind);
-            }
-            if let (true, Some(run_id), Some(digest)) = (remember_run, run_id, run) {
-                m.run = RememberedStr::new(run_id, digest, ());
-            }
-            if let (true, Some(params)) = (remember_params, &params) {
-                m.params.remember(params, params_digest);
-            }
+            // The replaced entries are dropped after the lock is released.
+            let _replaced = (
+                tool.map(|t| std::mem::replace(&mut m.tool, t)),
+                run.map(|r| std::mem::replace(&mut m.run, r)),
+                snapshot.map(|s| m.params.replace(s)),
+            );
+            drop(m);
         }
     }
     Ok(Call {
