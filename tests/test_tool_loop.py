@@ -354,6 +354,69 @@ def test_params_canonical_form() -> None:
     assert len(named) == 6
 
 
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda p: p.update(a=2),
+        lambda p: p.update(a=_Text("1")),
+        lambda p: (p.pop("a"), p.update(c=1)),  # same size, another key
+        lambda p: p.update(d=None),
+        lambda p: p.clear(),
+        lambda p: p["b"].append(3),  # nested
+    ],
+)
+def test_params_changed_between_the_hooks_are_hashed_anew(change: Any) -> None:
+    # The hooks reuse a params digest only while the dict holds the very same immutable
+    # entries: any change made between before_tool_call and after_tool_call is seen.
+    def fresh(params: Dict[str, Any]) -> int:
+        return ToolLoopDetector().after_tool_call("t", params, result="r").args_hash
+
+    for params in ({"a": 1, "s": "x", "b": [1, 2]}, {"a": 1, "s": "x", "b": 0.5}):
+        detector = ToolLoopDetector()
+        detector.before_tool_call("t", params, run_id="run")
+        try:
+            change(params)
+        except AttributeError:
+            continue  # the nested change needs the list
+        assert detector.after_tool_call("t", params, result="r", run_id="run").args_hash == fresh(params)
+        # The same content handed over again hashes the same.
+        assert detector.after_tool_call("t", params, result="r").args_hash == fresh(params)
+
+
+def test_params_changed_by_another_thread_while_hashed_are_not_remembered_wrongly() -> None:
+    # Hashing a string this long releases the interpreter, so another thread can change the
+    # dict in the middle of a hook. A digest a later hook reuses must be that of the content
+    # it is then handed. Whether the other thread gets in during the hook is up to the OS, so
+    # a few attempts make sure it did at least once.
+    big = "x" * (32 * doomloop._core.HASH_DETACH_THRESHOLD)
+    interval = sys.getswitchinterval()
+    changed_during_a_hook = False
+    for _ in range(10):
+        params: Dict[str, Any] = {"n": 0, "big": big}
+        detector = ToolLoopDetector()
+        go = threading.Event()
+        thread = threading.Thread(target=lambda: (go.wait(), params.update(n=1)))
+        thread.start()
+        # The main thread keeps the interpreter until the hook releases it to hash the string.
+        sys.setswitchinterval(30.0)
+        try:
+            go.set()
+            detector.before_tool_call("t", params)
+            changed_during_a_hook |= params["n"] == 1
+        finally:
+            sys.setswitchinterval(interval)
+            thread.join()
+        expected = ToolLoopDetector().after_tool_call("t", params, result="r").args_hash
+        assert detector.after_tool_call("t", params, result="r").args_hash == expected
+        if changed_during_a_hook:
+            break
+    assert changed_during_a_hook
+
+
 # --- extension points ---------------------------------------------------------------------
 
 

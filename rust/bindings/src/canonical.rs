@@ -51,27 +51,121 @@ pub fn fingerprint_skipping(value: &Bound<'_, PyAny>, skip: Option<KeyFilter<'_>
 }
 
 /// Fast path for the most common value, a small dict of scalars (tool params, result
-/// details): hashed straight from the dict with no walk and no allocation; the digest is the
-/// one the walk gives. `None` when the value is anything else.
+/// details): hashed straight from the dict with no walk, no allocation and no generic child
+/// source; the digest is the one the walk gives. `None` when the value is anything else.
 fn flat_dict_digest(value: &Bound<'_, PyAny>) -> Option<u64> {
     let dict = value.cast::<PyDict>().ok()?;
     if dict.len() > fp::SMALL_MAP_ENTRIES {
         return None;
     }
-    let mut entries = [(0u64, 0u64); fp::SMALL_MAP_ENTRIES];
+    let py = dict.py();
+    let mut pairs = [0u64; fp::SMALL_MAP_ENTRIES];
     let mut used = 0;
-    let mut source = Source::Dict {
-        dict: dict.clone(),
-        pos: 0,
-        value: None,
-    };
-    while let Some(key) = next_child(&mut source, None) {
-        let value = next_child(&mut source, None)?;
-        let slot = entries.get_mut(used)?;
-        *slot = (scalar_digest(&key)?, scalar_digest(&value)?);
+    let mut pos: ffi::Py_ssize_t = 0;
+    while let Some((key_ptr, value_ptr)) = dict_next(dict.as_any(), &mut pos) {
+        // SAFETY: both pointers are non-null and borrowed from `dict`; they are turned into
+        // owned references at once (a scalar's digest may run a subclass's Python code, and a
+        // dict mutated meanwhile only makes iteration skip or repeat entries: never unsafe).
+        let (key, value) = unsafe {
+            (
+                Bound::from_borrowed_ptr(py, key_ptr),
+                Bound::from_borrowed_ptr(py, value_ptr),
+            )
+        };
+        let slot = pairs.get_mut(used)?;
+        *slot = fp::hash_pair(scalar_digest(&key)?, scalar_digest(&value)?);
         used += 1;
     }
-    fp::hash_map_entries(entries.get(..used)?)
+    fp::hash_map_pairs(pairs.get_mut(..used)?)
+}
+
+/// A small dict of exact built-in scalars as it was when hashed: its entries, held by strong
+/// reference, and their digest. Lets a caller that is handed the same dict again (one params
+/// dict passed to both hooks of a call) reuse the digest without hashing.
+///
+/// The digest is computed from the snapshot's own objects, so it is the digest of exactly the
+/// content held, whatever happens to the dict meanwhile. The entries are of exact immutable
+/// built-in types (str, int, float, bool, None) and are kept alive, so a dict that yields, in
+/// order, the very same objects has that content and that digest; any other dict is hashed
+/// anew.
+pub struct DictSnapshot {
+    entries: Vec<(Py<PyAny>, Py<PyAny>)>,
+    digest: u64,
+}
+
+impl DictSnapshot {
+    /// Snapshot and hash `value`; `None` unless it is an exact dict of at most
+    /// [`fp::SMALL_MAP_ENTRIES`] entries whose keys and values are all exact built-in scalars.
+    /// The digest is the one [`fingerprint`] gives for the same content.
+    pub fn take(value: &Bound<'_, PyAny>) -> Option<DictSnapshot> {
+        if !value.is_exact_instance_of::<PyDict>() || dict_len(value) > fp::SMALL_MAP_ENTRIES {
+            return None;
+        }
+        let py = value.py();
+        let mut entries = Vec::with_capacity(dict_len(value));
+        let mut pos: ffi::Py_ssize_t = 0;
+        while let Some((k, v)) = dict_next(value, &mut pos) {
+            // SAFETY: both pointers are non-null and borrowed from the live dict `value`; they
+            // are turned into owned references at once.
+            let (k, v) = unsafe { (Bound::from_borrowed_ptr(py, k), Bound::from_borrowed_ptr(py, v)) };
+            if !is_immutable_scalar(&k) || !is_immutable_scalar(&v) {
+                return None;
+            }
+            entries.push((k.unbind(), v.unbind()));
+        }
+        let mut pairs = [0u64; fp::SMALL_MAP_ENTRIES];
+        let used = pairs.get_mut(..entries.len())?;
+        for (slot, (k, v)) in used.iter_mut().zip(&entries) {
+            *slot = fp::hash_pair(scalar_digest(k.bind(py))?, scalar_digest(v.bind(py))?);
+        }
+        let digest = fp::hash_map_pairs(used)?;
+        Some(DictSnapshot { entries, digest })
+    }
+
+    pub fn digest(&self) -> u64 {
+        self.digest
+    }
+
+    /// Whether `value` is a dict yielding, in order, exactly the snapshot's objects. Runs no
+    /// Python code (safe under a lock).
+    pub fn matches(&self, value: &Bound<'_, PyAny>) -> bool {
+        if !value.is_exact_instance_of::<PyDict>() || dict_len(value) != self.entries.len() {
+            return false;
+        }
+        let mut pos: ffi::Py_ssize_t = 0;
+        self.entries
+            .iter()
+            .all(|(key, item)| dict_next(value, &mut pos).is_some_and(|(k, v)| k == key.as_ptr() && v == item.as_ptr()))
+    }
+
+    /// Bytes held on the heap.
+    pub fn heap_bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<(Py<PyAny>, Py<PyAny>)>()
+    }
+}
+
+fn is_immutable_scalar(item: &Bound<'_, PyAny>) -> bool {
+    item.is_none()
+        || item.is_exact_instance_of::<PyString>()
+        || item.is_exact_instance_of::<PyInt>()
+        || item.is_exact_instance_of::<PyFloat>()
+        || item.is_exact_instance_of::<PyBool>()
+}
+
+/// `len(dict)` of an object known to be a dict.
+fn dict_len(dict: &Bound<'_, PyAny>) -> usize {
+    // SAFETY: callers pass a dict (checked exact); PyDict_Size only reads it.
+    usize::try_from(unsafe { ffi::PyDict_Size(dict.as_ptr()) }).unwrap_or(0)
+}
+
+/// The next (key, value) of a dict as borrowed pointers, both non-null.
+fn dict_next(dict: &Bound<'_, PyAny>, pos: &mut ffi::Py_ssize_t) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject)> {
+    let mut key: *mut ffi::PyObject = std::ptr::null_mut();
+    let mut value: *mut ffi::PyObject = std::ptr::null_mut();
+    // SAFETY: callers pass a live dict; PyDict_Next only reads it and hands out borrowed
+    // references (never dereferenced here before a null check).
+    let more = unsafe { ffi::PyDict_Next(dict.as_ptr(), pos, &mut key, &mut value) };
+    (more != 0 && !key.is_null() && !value.is_null()).then_some((key, value))
 }
 
 /// The digest of None, a bool, an int, a float or a str; `None` for anything else.
@@ -111,6 +205,11 @@ fn scalar_digest(item: &Bound<'_, PyAny>) -> Option<u64> {
 /// Fingerprint of a string (fast path for action types and tool names).
 pub fn fingerprint_str(value: &Bound<'_, PyString>) -> u64 {
     str_digest(value)
+}
+
+/// Fingerprint of a string already read as UTF-8: the same digest as [`fingerprint_str`].
+pub fn fingerprint_utf8(py: Python<'_>, text: &str) -> u64 {
+    bytes_digest_with(py, text.as_bytes(), fp::hash_str)
 }
 
 #[derive(Clone, Copy)]
@@ -403,7 +502,7 @@ fn int_digest(int: &Bound<'_, PyInt>) -> u64 {
 
 fn str_digest(string: &Bound<'_, PyString>) -> u64 {
     match string.to_str() {
-        Ok(text) => bytes_digest_with(string.py(), text.as_bytes(), fp::hash_str),
+        Ok(text) => fingerprint_utf8(string.py(), text),
         // Lone surrogates: hash the surrogatepass encoding (identical to UTF-8 elsewhere).
         Err(_) => match string
             .call_method1("encode", ("utf-8", "surrogatepass"))

@@ -17,7 +17,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::canonical::fingerprint_str;
-use crate::tool_results::{normalise, parse_call, type_name, Call, Normalised, Rules};
+use crate::tool_results::{lock_memo, normalise, parse_call, type_name, Call, CallMemo, Normalised, Rules};
 
 /// Largest `history_size` accepted (the ring is allocated up front).
 pub const MAX_HISTORY_SIZE: usize = 10_000;
@@ -132,7 +132,7 @@ impl GuardVerdict {
 
 /// One recorded outcome: its hashes and the guard's verdict (`None` when the outcome has no
 /// result hash: no result, or a loop veto; or when it was not fed to the guard).
-#[pyclass(module = "doomloop._core", frozen, get_all)]
+#[pyclass(module = "doomloop._core", frozen, get_all, freelist = 4)]
 pub struct ToolOutcome {
     tool: Py<PyString>,
     args_hash: u64,
@@ -258,6 +258,7 @@ struct FindingNames {
 pub struct ToolLoopEngine {
     state: Mutex<ToolLoopSession<Names>>,
     rules: Option<Box<Rules>>,
+    memo: Mutex<CallMemo>,
 }
 
 fn positive_u32(value: u64, name: &str) -> PyResult<u32> {
@@ -469,6 +470,7 @@ impl ToolLoopEngine {
         Ok(ToolLoopEngine {
             state: Mutex::new(ToolLoopSession::new(config)),
             rules: Rules::from_options(tool_aliases, known_poll_tools, volatile_keys, normalisers, send_like)?,
+            memo: Mutex::default(),
         })
     }
 
@@ -481,7 +483,7 @@ impl ToolLoopEngine {
         params: &Bound<'_, PyAny>,
         run_id: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<LoopVerdict>> {
-        let call = parse_call(self.rules(), tool, params, run_id, None)?;
+        let call = parse_call(self.rules(), Some(&self.memo), tool, params, run_id, None)?;
         let found = {
             let session = self.lock();
             session.detect(&call.key).map(|f| Self::names_of(&session, py, f))
@@ -498,7 +500,7 @@ impl ToolLoopEngine {
         run_id: Option<&Bound<'_, PyAny>>,
         tool_call_id: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let call = parse_call(self.rules(), tool, params, run_id, tool_call_id)?;
+        let call = parse_call(self.rules(), Some(&self.memo), tool, params, run_id, tool_call_id)?;
         let names = Names {
             tool: call.tool.clone().unbind(),
             unknown: None,
@@ -520,7 +522,7 @@ impl ToolLoopEngine {
         run_id: Option<&Bound<'_, PyAny>>,
         tool_call_id: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<ToolOutcome>> {
-        let call = parse_call(self.rules(), tool, params, run_id, tool_call_id)?;
+        let call = parse_call(self.rules(), Some(&self.memo), tool, params, run_id, tool_call_id)?;
         let normalised = normalise(self.rules(), &call, result, error)?;
         if let Some(outcome) = normalised.outcome {
             let names = Names {
@@ -543,7 +545,7 @@ impl ToolLoopEngine {
     ) -> PyResult<Py<ToolCallDecision>> {
         let py = slf.py();
         let engine = slf.get();
-        let call = parse_call(engine.rules(), tool, params, run_id, tool_call_id)?;
+        let call = parse_call(engine.rules(), Some(&engine.memo), tool, params, run_id, tool_call_id)?;
         let names = Names {
             tool: call.tool.clone().unbind(),
             unknown: None,
@@ -594,7 +596,7 @@ impl ToolLoopEngine {
     ) -> PyResult<Py<ToolOutcome>> {
         let py = slf.py();
         let engine = slf.get();
-        let call = parse_call(engine.rules(), tool, params, run_id, tool_call_id)?;
+        let call = parse_call(engine.rules(), Some(&engine.memo), tool, params, run_id, tool_call_id)?;
         let normalised = normalise(engine.rules(), &call, result, error)?;
         let names = Names {
             tool: call.tool.clone().unbind(),
@@ -648,7 +650,8 @@ impl ToolLoopEngine {
     /// Bytes this detector's Rust state holds outside the Python object (history ring,
     /// warning buckets, guard window, extension rules).
     fn _state_size(&self) -> usize {
-        self.lock().heap_bytes() + self.rules.as_ref().map_or(0, |r| r.heap_bytes())
+        let memo = lock_memo(&self.memo).heap_bytes();
+        self.lock().heap_bytes() + self.rules.as_ref().map_or(0, |r| r.heap_bytes()) + memo
     }
 }
 
@@ -714,7 +717,7 @@ impl GuardEngine {
         result: Option<&Bound<'_, PyAny>>,
         error: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<GuardVerdict>>> {
-        let call = parse_call(None, tool, params, None, None)?;
+        let call = parse_call(None, None, tool, params, None, None)?;
         let Some(outcome) = normalise(None, &call, result, error)?.outcome else {
             return Ok(None);
         };
@@ -764,6 +767,6 @@ pub fn tool_result_hash(
     result: Option<&Bound<'_, PyAny>>,
     error: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Option<u64>> {
-    let call = parse_call(None, tool, params, None, None)?;
+    let call = parse_call(None, None, tool, params, None, None)?;
     Ok(normalise(None, &call, result, error)?.outcome.map(|o| o.result))
 }

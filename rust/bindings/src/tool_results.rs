@@ -4,17 +4,18 @@
 //! in place so the hot path builds no intermediate objects.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
 
 use doomloop_engine::fingerprint::{self as fp, hash_action, hash_none};
 use doomloop_engine::tool_loop::{CallKey, Outcome};
-use doomloop_engine::unknown_tool::{is_js_space, unknown_tool_name};
+use doomloop_engine::unknown_tool::{trim_js_space, unknown_tool_name};
 use pyo3::exceptions::{PyBaseException, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::canonical::{fingerprint, fingerprint_skipping, fingerprint_str};
+use crate::canonical::{fingerprint, fingerprint_skipping, fingerprint_str, fingerprint_utf8, DictSnapshot};
 
 /// Ids that change on every send and must not make two identical sends look different.
 pub(crate) const VOLATILE_KEYS: [&str; 18] = [
@@ -147,9 +148,34 @@ pub(crate) fn str_set(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<
     Ok(set)
 }
 
+/// The tool names the built-in rules single out, recognised once per call.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ToolKind {
+    Exec,
+    Process,
+    CommandStatus,
+    SessionsSend,
+    Message,
+    Other,
+}
+
+impl ToolKind {
+    fn of(name: &str) -> ToolKind {
+        match name {
+            "exec" => ToolKind::Exec,
+            "process" => ToolKind::Process,
+            "command_status" => ToolKind::CommandStatus,
+            "sessions_send" => ToolKind::SessionsSend,
+            "message" => ToolKind::Message,
+            _ => ToolKind::Other,
+        }
+    }
+}
+
 /// A call's identity, parsed and checked.
 pub(crate) struct Call<'py> {
     pub(crate) tool: Bound<'py, PyString>,
+    pub(crate) kind: ToolKind,
     pub(crate) params: Option<Bound<'py, PyAny>>,
     pub(crate) key: CallKey,
     pub(crate) call_id: Option<u64>,
@@ -178,8 +204,56 @@ pub(crate) fn optional_str_digest(value: Option<&Bound<'_, PyAny>>, name: &str) 
     }
 }
 
+/// Digests of the identity parts of the last call parsed, reused when the next hook is handed
+/// the same objects (the usual case: a call's `after_tool_call` after its `before_tool_call`,
+/// and one run id for many calls). Only what cannot have changed is reused: a tool name or run
+/// id that is the very `str` remembered (held by strong reference; a `str` is immutable), and
+/// params through [`DictSnapshot`].
+#[derive(Default)]
+pub(crate) struct CallMemo {
+    tool: Option<RememberedStr<ToolKind>>,
+    run: Option<RememberedStr<()>>,
+    params: Option<DictSnapshot>,
+}
+
+impl CallMemo {
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.params.as_ref().map_or(0, DictSnapshot::heap_bytes)
+    }
+}
+
+/// An exact `str`, its digest and what else was derived from it.
+struct RememberedStr<T> {
+    value: Py<PyString>,
+    digest: u64,
+    derived: T,
+}
+
+impl<T: Copy> RememberedStr<T> {
+    /// Only an exact `str` is remembered: a subclass could carry other state.
+    fn new(value: &Bound<'_, PyAny>, digest: u64, derived: T) -> Option<Self> {
+        let value = value.cast_exact::<PyString>().ok()?;
+        Some(RememberedStr {
+            value: value.clone().unbind(),
+            digest,
+            derived,
+        })
+    }
+
+    /// The digest and derived value if `value` is the very object remembered.
+    fn recall(&self, value: &Bound<'_, PyAny>) -> Option<(u64, T)> {
+        (self.value.as_ptr() == value.as_ptr()).then_some((self.digest, self.derived))
+    }
+}
+
+pub(crate) fn lock_memo(memo: &Mutex<CallMemo>) -> MutexGuard<'_, CallMemo> {
+    // Nothing panics while holding the lock; recover the data if anything ever did.
+    memo.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 pub(crate) fn parse_call<'py>(
     rules: Option<&Rules>,
+    memo: Option<&Mutex<CallMemo>>,
     tool: &Bound<'py, PyAny>,
     params: &Bound<'py, PyAny>,
     run_id: Option<&Bound<'py, PyAny>>,
@@ -207,26 +281,82 @@ pub(crate) fn parse_call<'py>(
             type_name(params)
         )));
     };
-    let tool_digest = fingerprint_str(&tool);
+    // The memo is only read and written here, never while Python code can run.
+    let (known_tool, known_run, known_params) = match memo {
+        Some(memo) => {
+            let m = lock_memo(memo);
+            (
+                m.tool.as_ref().and_then(|t| t.recall(tool.as_any())),
+                run_id.and_then(|r| m.run.as_ref()?.recall(r)),
+                params
+                    .as_ref()
+                    .and_then(|p| m.params.as_ref().filter(|s| s.matches(p)))
+                    .map(DictSnapshot::digest),
+            )
+        }
+        None => (None, None, None),
+    };
+    let (tool_digest, kind) = match known_tool {
+        Some(known) => known,
+        None => {
+            // One UTF-8 view of the name serves both its digest and the name rules.
+            let name = tool.to_str()?;
+            (fingerprint_utf8(py, name), ToolKind::of(name))
+        }
+    };
     // `params=None` is the empty mapping.
-    let params_digest = params.as_ref().map_or_else(|| hash_fields(&[]), fingerprint);
-    let name = tool.to_str()?;
-    let known_poll = match name {
-        "command_status" => true,
-        "process" => matches!(
+    let (params_digest, snapshot) = match (&params, known_params) {
+        (_, Some(digest)) => (digest, None),
+        (Some(params), None) => match DictSnapshot::take(params) {
+            Some(snapshot) => (snapshot.digest(), Some(snapshot)),
+            None => (fingerprint(params), None),
+        },
+        (None, None) => (hash_fields(&[]), None),
+    };
+    let known_poll = match kind {
+        ToolKind::CommandStatus => true,
+        ToolKind::Process => matches!(
             as_str(&str_field(params.as_ref(), intern!(py, "action"))),
             Some("poll" | "log")
         ),
-        _ => rules.is_some_and(|r| r.known_polls.contains(name)),
+        _ => match rules {
+            Some(rules) if !rules.known_polls.is_empty() => rules.known_polls.contains(tool.to_str()?),
+            _ => false,
+        },
     };
+    let run = match known_run {
+        Some((digest, ())) => Some(digest),
+        None => optional_str_digest(run_id, "run_id")?,
+    };
+    let call_id = optional_str_digest(tool_call_id, "tool_call_id")?;
+    if let Some(memo) = memo {
+        let tool = known_tool
+            .is_none()
+            .then(|| RememberedStr::new(tool.as_any(), tool_digest, kind));
+        let run = match (known_run, run_id, run) {
+            (None, Some(run_id), Some(digest)) => Some(RememberedStr::new(run_id, digest, ())),
+            _ => None,
+        };
+        if tool.is_some() || run.is_some() || snapshot.is_some() {
+            let mut m = lock_memo(memo);
+            // The replaced entries are dropped after the lock is released.
+            let _replaced = (
+                tool.map(|t| std::mem::replace(&mut m.tool, t)),
+                run.map(|r| std::mem::replace(&mut m.run, r)),
+                snapshot.map(|s| m.params.replace(s)),
+            );
+            drop(m);
+        }
+    }
     Ok(Call {
+        kind,
         key: CallKey {
             tool: tool_digest,
             args: hash_action(tool_digest, params_digest),
-            run: optional_str_digest(run_id, "run_id")?,
+            run,
             known_poll,
         },
-        call_id: optional_str_digest(tool_call_id, "tool_call_id")?,
+        call_id,
         tool,
         params,
     })
@@ -264,7 +394,7 @@ pub(crate) fn as_str<'a>(value: &'a Option<Bound<'_, PyString>>) -> Option<&'a s
 pub(crate) fn content_text_digest<'py>(result: &Bound<'py, PyDict>) -> u64 {
     let py = result.py();
     let Some(content) = result.get_item(intern!(py, "content")).ok().flatten() else {
-        return fp::hash_str(b"");
+        return const { fp::hash_str_const(b"") };
     };
     let mut first: Option<Bound<'py, PyString>> = None;
     let mut joined: Option<String> = None;
@@ -305,7 +435,7 @@ pub(crate) fn content_text_digest<'py>(result: &Bound<'py, PyDict>) -> u64 {
     } else if let Ok(tuple) = content.cast::<PyTuple>() {
         tuple.iter().for_each(&mut add);
     }
-    let digest = |text: &str| fp::hash_str(text.trim_matches(is_js_space).as_bytes());
+    let digest = |text: &str| fp::hash_str(trim_js_space(text).as_bytes());
     match (joined, first) {
         (Some(text), _) => digest(&text),
         (None, Some(part)) => digest(&part.to_string_lossy()),
@@ -313,14 +443,28 @@ pub(crate) fn content_text_digest<'py>(result: &Bound<'py, PyDict>) -> u64 {
     }
 }
 
-pub(crate) fn key_digest(name: &str) -> u64 {
-    fp::hash_str(name.as_bytes())
+/// A field name the result rules read: the interned name (for the lookup) and its digest,
+/// computed at compile time (for the hashed entry).
+macro_rules! key {
+    ($py:expr, $name:literal) => {
+        (intern!($py, $name), const { fp::hash_str_const($name.as_bytes()) })
+    };
+}
+
+/// The digest of a field name the rules add themselves, computed at compile time.
+macro_rules! key_digest {
+    ($name:literal) => {
+        const { fp::hash_str_const($name.as_bytes()) }
+    };
 }
 
 /// (key digest, value digest) of `details[key]`; a missing key is null, as OpenClaw's `?? null`.
-pub(crate) fn field_entry(details: Option<&Bound<'_, PyAny>>, key: &Bound<'_, PyString>) -> (u64, u64) {
+pub(crate) fn field_entry(
+    details: Option<&Bound<'_, PyAny>>,
+    (key, digest): (&Bound<'_, PyString>, u64),
+) -> (u64, u64) {
     let value = field(details, key).map_or_else(hash_none, |v| fingerprint(&v));
-    (fingerprint_str(key), value)
+    (digest, value)
 }
 
 pub(crate) fn str_eq(value: Option<&Bound<'_, PyAny>>, expected: &str) -> bool {
@@ -412,12 +556,17 @@ pub(crate) fn normalise(
     if let Some(normaliser) = custom_normaliser(rules, call)? {
         return hashed(Some(fingerprint(&normaliser.call1((result, params_or_none(call)))?)));
     }
-    let tool = call.tool.to_str()?;
-    let status_str = status.and_then(|s| s.cast_into::<PyString>().ok());
-    let f = |key: &Bound<'_, PyString>| field_entry(details, key);
-    if tool == "exec" {
-        match as_str(&status_str) {
-            Some("running") => return hashed(Some(hash_fields(&[f(intern!(py, "status")), f(intern!(py, "tail"))]))),
+    let f = |key| field_entry(details, key);
+    // `status` was read above: its entry needs no second lookup.
+    let status_entry = || {
+        (
+            key_digest!("status"),
+            status.as_ref().map_or_else(hash_none, fingerprint),
+        )
+    };
+    if call.kind == ToolKind::Exec {
+        match status.as_ref().and_then(|s| s.cast::<PyString>().ok()?.to_str().ok()) {
+            Some("running") => return hashed(Some(hash_fields(&[status_entry(), f(key!(py, "tail"))]))),
             Some("completed" | "failed") => {
                 let aggregated = field(details, intern!(py, "aggregated"));
                 let output = match aggregated.as_ref().and_then(|a| a.cast::<PyString>().ok()) {
@@ -425,19 +574,19 @@ pub(crate) fn normalise(
                     _ => content_text_digest(dict),
                 };
                 return hashed(Some(hash_fields(&[
-                    f(intern!(py, "status")),
-                    f(intern!(py, "exitCode")),
-                    f(intern!(py, "timedOut")),
-                    (key_digest("output"), output),
+                    status_entry(),
+                    f(key!(py, "exitCode")),
+                    f(key!(py, "timedOut")),
+                    (key_digest!("output"), output),
                 ])));
             }
             Some("approval-pending" | "approval-unavailable") => {
                 return hashed(Some(hash_fields(&[
-                    f(intern!(py, "status")),
-                    f(intern!(py, "reason")),
-                    f(intern!(py, "host")),
-                    f(intern!(py, "command")),
-                    f(intern!(py, "warningText")),
+                    status_entry(),
+                    f(key!(py, "reason")),
+                    f(key!(py, "host")),
+                    f(key!(py, "command")),
+                    f(key!(py, "warningText")),
                 ])));
             }
             _ => {}
@@ -445,38 +594,38 @@ pub(crate) fn normalise(
     }
     // Only `process` and `message` results depend on the action.
     let action = || str_field(call.params.as_ref(), intern!(py, "action"));
-    if tool == "process" {
-        let text = || (key_digest("text"), content_text_digest(dict));
-        let action_field = |a: &str| (key_digest("action"), fp::hash_str(a.as_bytes()));
+    if call.kind == ToolKind::Process {
+        let text = || (key_digest!("text"), content_text_digest(dict));
+        let action_field = |a: &str| (key_digest!("action"), fp::hash_str(a.as_bytes()));
         match as_str(&action()) {
             Some("poll") => {
                 return hashed(Some(hash_fields(&[
                     action_field("poll"),
-                    f(intern!(py, "status")),
-                    f(intern!(py, "exitCode")),
-                    f(intern!(py, "exitSignal")),
-                    f(intern!(py, "aggregated")),
+                    status_entry(),
+                    f(key!(py, "exitCode")),
+                    f(key!(py, "exitSignal")),
+                    f(key!(py, "aggregated")),
                     text(),
                 ])));
             }
             Some("log") => {
                 return hashed(Some(hash_fields(&[
                     action_field("log"),
-                    f(intern!(py, "status")),
-                    f(intern!(py, "totalLines")),
-                    f(intern!(py, "totalChars")),
-                    f(intern!(py, "truncated")),
-                    f(intern!(py, "exitCode")),
-                    f(intern!(py, "exitSignal")),
+                    status_entry(),
+                    f(key!(py, "totalLines")),
+                    f(key!(py, "totalChars")),
+                    f(key!(py, "truncated")),
+                    f(key!(py, "exitCode")),
+                    f(key!(py, "exitSignal")),
                     text(),
                 ])));
             }
             _ => {}
         }
     }
-    let send_like = match tool {
-        "sessions_send" => true,
-        "message" => as_str(&action()).is_some_and(|a| SEND_ACTIONS.contains(&a)),
+    let send_like = match call.kind {
+        ToolKind::SessionsSend => true,
+        ToolKind::Message => as_str(&action()).is_some_and(|a| SEND_ACTIONS.contains(&a)),
         _ => match rules.and_then(|r| r.send_like.as_ref()) {
             Some(predicate) => predicate
                 .bind(py)
@@ -494,8 +643,8 @@ pub(crate) fn normalise(
         return hashed(Some(details_digest(true)));
     }
     hashed(Some(hash_fields(&[
-        (key_digest("details"), details_digest(false)),
-        (key_digest("text"), content_text_digest(dict)),
+        (key_digest!("details"), details_digest(false)),
+        (key_digest!("text"), content_text_digest(dict)),
     ])))
 }
 

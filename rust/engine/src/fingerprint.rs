@@ -11,6 +11,7 @@
 //! This module knows nothing of Python: the binding layer walks Python objects (iteratively,
 //! never recursing on user data) and drives [`Canon`] and the scalar functions here.
 
+use xxhash_rust::const_xxh3;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// Base seed ("doomloop" in ASCII). Fixed forever: gateway replicas and stored digests must
@@ -38,7 +39,7 @@ pub mod tag {
 }
 
 #[inline]
-pub fn seed(tag: u8) -> u64 {
+pub const fn seed(tag: u8) -> u64 {
     SEED.wrapping_add(tag as u64)
 }
 
@@ -60,6 +61,12 @@ pub fn hash_bool(value: bool) -> u64 {
 #[inline]
 pub fn hash_str(utf8: &[u8]) -> u64 {
     hash_tagged(tag::STR, utf8)
+}
+
+/// [`hash_str`] evaluated at compile time, for names the binding layer hashes on every call
+/// (result field names): the same digest, computed once.
+pub const fn hash_str_const(utf8: &[u8]) -> u64 {
+    const_xxh3::xxh3_64_with_seed(utf8, seed(tag::STR))
 }
 
 #[inline]
@@ -176,27 +183,38 @@ fn large_integral_magnitude(magnitude: f64) -> Vec<u8> {
     out
 }
 
-/// Entries a [`hash_map_entries`] call takes at most.
+/// Entries a small-map call ([`hash_map_entries`], [`hash_map_pairs`]) takes at most.
 pub const SMALL_MAP_ENTRIES: usize = 8;
+
+/// Digest of one mapping entry from its key's and value's digests.
+#[inline]
+pub fn hash_pair(key: u64, value: u64) -> u64 {
+    hash_two(tag::PAIR, key, value)
+}
 
 /// Digest of a small mapping given as (key digest, value digest) entries: exactly what
 /// [`Canon::finish_map`] gives for the same entries, without a heap allocation. `None` when
 /// there are more than [`SMALL_MAP_ENTRIES`] entries.
 pub fn hash_map_entries(entries: &[(u64, u64)]) -> Option<u64> {
-    if entries.len() > SMALL_MAP_ENTRIES {
-        return None;
-    }
     let mut pairs = [0u64; SMALL_MAP_ENTRIES];
-    for (slot, &(key, value)) in pairs.iter_mut().zip(entries) {
-        *slot = hash_two(tag::PAIR, key, value);
+    let used = pairs.get_mut(..entries.len())?;
+    for (slot, &(key, value)) in used.iter_mut().zip(entries) {
+        *slot = hash_pair(key, value);
     }
-    let used = &mut pairs[..entries.len()];
-    used.sort_unstable();
+    hash_map_pairs(used)
+}
+
+/// Digest of a small mapping given as its entries' [`hash_pair`] digests, in any order (sorted
+/// in place): what [`hash_map_entries`] gives for the same entries. `None` when there are more
+/// than [`SMALL_MAP_ENTRIES`].
+pub fn hash_map_pairs(pairs: &mut [u64]) -> Option<u64> {
     let mut bytes = [0u8; SMALL_MAP_ENTRIES * 8];
-    for (chunk, digest) in bytes.chunks_exact_mut(8).zip(used.iter()) {
+    let used = bytes.get_mut(..pairs.len() * 8)?;
+    pairs.sort_unstable();
+    for (chunk, digest) in used.chunks_exact_mut(8).zip(pairs.iter()) {
         chunk.copy_from_slice(&digest.to_le_bytes());
     }
-    Some(hash_tagged(tag::MAP, &bytes[..entries.len() * 8]))
+    Some(hash_tagged(tag::MAP, used))
 }
 
 /// The digest stack a container walk writes into. A container remembers `mark()` when it
@@ -256,7 +274,7 @@ impl Canon {
         for i in 0..entries {
             let key = self.stack[start + 2 * i];
             let value = self.stack[start + 2 * i + 1];
-            self.stack[start + i] = hash_two(tag::PAIR, key, value);
+            self.stack[start + i] = hash_pair(key, value);
         }
         self.stack.truncate(start + entries);
         self.sort_from(start);
@@ -429,6 +447,16 @@ mod tests {
         assert_eq!(hash_map_entries(&entries), Some(map(&reversed)));
         assert_eq!(hash_map_entries(&[]), Some(map(&[])));
         assert_eq!(hash_map_entries(&[(1, 1); SMALL_MAP_ENTRIES + 1]), None);
+        let mut pairs: Vec<_> = entries.iter().map(|&(k, v)| hash_pair(k, v)).collect();
+        assert_eq!(hash_map_pairs(&mut pairs), hash_map_entries(&entries));
+        assert_eq!(hash_map_pairs(&mut [0; SMALL_MAP_ENTRIES + 1]), None);
+    }
+
+    #[test]
+    fn compile_time_strings_hash_like_runtime_ones() {
+        for text in ["", "details", "text", "exitCode", "a longer name, past sixteen bytes"] {
+            assert_eq!(hash_str_const(text.as_bytes()), hash_str(text.as_bytes()));
+        }
     }
 
     #[test]

@@ -64,15 +64,22 @@ impl<T> Ring<T> {
 
     /// Items from newest to oldest.
     pub fn iter_newest_first(&self) -> impl Iterator<Item = &T> + '_ {
-        // Two plain slices (no per-item modulo): before `next` are the newest items, from
-        // `next` on the oldest (that part is empty until the buffer has wrapped).
+        let [newer, older] = self.halves();
+        newer.iter().rev().chain(older.iter().rev())
+    }
+
+    /// The items as two slices, each oldest to newest, the newer half first: walking both in
+    /// reverse visits newest to oldest with no per-item modulo or chain step (for hot scans).
+    pub fn halves(&self) -> [&[T]; 2] {
+        // Before `next` are the newest items, from `next` on the oldest (that part is empty
+        // until the buffer has wrapped).
         let split = if self.items.len() < self.capacity {
             self.items.len()
         } else {
             self.next
         };
         let (newer, older) = self.items.split_at(split.min(self.items.len()));
-        newer.iter().rev().chain(older.iter().rev())
+        [newer, older]
     }
 
     pub fn clear(&mut self) {
@@ -111,6 +118,9 @@ mod tests {
         for i in 0..11 {
             let by_back: Vec<_> = (0..ring.len()).filter_map(|b| ring.back(b).copied()).collect();
             assert_eq!(ring.iter_newest_first().copied().collect::<Vec<_>>(), by_back);
+            let [newer, older] = ring.halves();
+            let by_halves: Vec<_> = newer.iter().rev().chain(older.iter().rev()).copied().collect();
+            assert_eq!(by_halves, by_back);
             ring.push(i);
         }
     }

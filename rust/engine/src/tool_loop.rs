@@ -95,15 +95,34 @@ impl<N> Record<N> {
         self.flags & flag != 0
     }
 
-    fn in_run(&self, run: Option<u64>) -> bool {
-        match run {
-            Some(run) => self.has(HAS_RUN) && self.run == run,
-            None => !self.has(HAS_RUN),
-        }
+    fn in_run(&self, run: RunScope) -> bool {
+        self.flags & HAS_RUN == run.flag && self.run == run.run
+    }
+
+    /// The same call in the same run; the args digest first, as most records are other calls.
+    fn same_call(&self, key: &CallKey, run: RunScope) -> bool {
+        self.args == key.args && self.tool == key.tool && self.in_run(run)
     }
 
     pub fn result(&self) -> Option<u64> {
         self.has(HAS_RESULT).then_some(self.result)
+    }
+}
+
+/// A run id as records store it (absent: no flag and 0), so scoping a record is two plain
+/// comparisons.
+#[derive(Clone, Copy)]
+struct RunScope {
+    flag: u8,
+    run: u64,
+}
+
+impl RunScope {
+    fn of(run: Option<u64>) -> RunScope {
+        match run {
+            Some(run) => RunScope { flag: HAS_RUN, run },
+            None => RunScope { flag: 0, run: 0 },
+        }
     }
 }
 
@@ -277,6 +296,10 @@ impl CompactionGuard {
 #[derive(Clone, Debug)]
 pub struct ToolLoopSession<N> {
     config: LoopConfig,
+    /// The smallest threshold any detector compares a count with.
+    lowest_threshold: usize,
+    /// The smallest threshold the streak or the recent count is compared with.
+    lowest_window_threshold: usize,
     history: Ring<Record<N>>,
     buckets: WarningBuckets,
     guard: CompactionGuard,
@@ -284,7 +307,11 @@ pub struct ToolLoopSession<N> {
 
 impl<N> ToolLoopSession<N> {
     pub fn new(config: LoopConfig) -> Self {
+        let c = &config;
+        let lowest_window = c.warning.min(c.critical).min(c.global);
         ToolLoopSession {
+            lowest_threshold: lowest_window.min(c.unknown_tool) as usize,
+            lowest_window_threshold: lowest_window as usize,
             history: Ring::new(config.history_size),
             buckets: WarningBuckets::default(),
             guard: CompactionGuard::new(config.guard_window),
@@ -320,17 +347,15 @@ impl<N> ToolLoopSession<N> {
 
     /// Append a call without a result.
     pub fn record_call(&mut self, key: &CallKey, call_id: Option<u64>, payload: N) {
-        let mut flags = 0;
-        if key.run.is_some() {
-            flags |= HAS_RUN;
-        }
+        let scope = RunScope::of(key.run);
+        let mut flags = scope.flag;
         if call_id.is_some() {
             flags |= HAS_CALL_ID;
         }
         self.history.push(Record {
             tool: key.tool,
             args: key.args,
-            run: key.run.unwrap_or(0),
+            run: scope.run,
             call_id: call_id.unwrap_or(0),
             result: 0,
             unknown: 0,
@@ -346,14 +371,13 @@ impl<N> ToolLoopSession<N> {
         if outcome.unknown.is_some() {
             unknown_flags |= HAS_UNKNOWN;
         }
+        let scope = RunScope::of(key.run);
         for back in 0..self.history.len() {
             let Some(record) = self.history.back_mut(back) else {
                 break;
             };
             let matches = !record.has(HAS_RESULT)
-                && record.in_run(key.run)
-                && record.tool == key.tool
-                && record.args == key.args
+                && record.same_call(key, scope)
                 && call_id.is_none_or(|id| record.has(HAS_CALL_ID) && record.call_id == id);
             if matches {
                 record.result = outcome.result;
@@ -373,10 +397,15 @@ impl<N> ToolLoopSession<N> {
 
     /// The verdict for `key` now, without side effects (`None`: not stuck).
     pub fn detect(&self, key: &CallKey) -> Option<Finding> {
-        if !self.config.detect {
+        // Every count is bounded by the history's length (a ping-pong count by one more): while
+        // the history is shorter than the lowest threshold, no detector can fire.
+        if !self.config.detect || self.history.len() + 1 < self.lowest_threshold {
             return None;
         }
-        let scan = Scan::run(&self.history, key);
+        // Likewise the streak and the recent count (the one pass over the whole window) are
+        // only counted once the history could hold enough records to reach their thresholds.
+        let count_window = self.history.len() >= self.lowest_window_threshold;
+        let scan = Scan::run(&self.history, key, count_window);
         let c = &self.config;
         let finding = |level, detector, count, key_digest, result, other, source_back| Finding {
             level,
@@ -571,8 +600,8 @@ struct Scan {
 impl Scan {
     /// Three short passes over the run-scoped records, newest first. The unknown-tool run and
     /// the alternating tail usually end within a record or two; only the streak and recent
-    /// counts need the whole window.
-    fn run<N>(history: &Ring<Record<N>>, key: &CallKey) -> Scan {
+    /// counts need the whole window, and are left at 0 unless `count_window`.
+    fn run<N>(history: &Ring<Record<N>>, key: &CallKey, count_window: bool) -> Scan {
         let mut s = Scan {
             unknown_run: 0,
             unknown_name: 0,
@@ -585,11 +614,12 @@ impl Scan {
             tail: 0,
             tail_no_progress: true,
         };
+        let scope = RunScope::of(key.run);
         let scoped = || {
             history
                 .iter_newest_first()
                 .enumerate()
-                .filter(move |(_, r)| r.in_run(key.run))
+                .filter(move |(_, r)| r.in_run(scope))
         };
         // Unknown tool: the run of newest records of this tool naming one missing tool.
         for (position, (_, r)) in scoped().enumerate() {
@@ -600,21 +630,26 @@ impl Scan {
             s.unknown_name = r.unknown;
             s.unknown_run += 1;
         }
-        // Streak of one result and recent count of this call.
-        let mut streak_open = true;
-        for (_, r) in scoped() {
-            if r.args != key.args || r.tool != key.tool {
-                continue;
-            }
-            s.recent += 1;
-            if streak_open && r.has(HAS_RESULT) {
-                if s.streak == 0 {
-                    s.latest_result = r.result;
-                    s.streak = 1;
-                } else if r.result == s.latest_result {
-                    s.streak += 1;
-                } else {
-                    streak_open = false;
+        // Streak of one result and recent count of this call: the only pass over the whole
+        // window, so a plain loop over the ring's halves.
+        if count_window {
+            let mut streak_open = true;
+            for half in history.halves() {
+                for r in half.iter().rev() {
+                    if !r.same_call(key, scope) {
+                        continue;
+                    }
+                    s.recent += 1;
+                    if streak_open && r.has(HAS_RESULT) {
+                        if s.streak == 0 {
+                            s.latest_result = r.result;
+                            s.streak = 1;
+                        } else if r.result == s.latest_result {
+                            s.streak += 1;
+                        } else {
+                            streak_open = false;
+                        }
+                    }
                 }
             }
         }
@@ -937,6 +972,21 @@ mod tests {
         }
         assert_eq!(s.history_len(), 30);
         assert_eq!(s.arm_guard(), 0);
+    }
+
+    #[test]
+    fn a_ping_pong_fires_as_soon_as_its_count_can_reach_the_threshold() {
+        // Two records and a warning threshold of 3: the history is short of every threshold,
+        // but the call continuing the tail counts one more.
+        let mut s = ToolLoopSession::new(config(3, 5, 8));
+        let (a, b) = (key("read", 1), key("list", 2));
+        call(&mut s, &a, 1);
+        assert_eq!(s.detect(&b), None);
+        call(&mut s, &b, 2);
+        assert_eq!(
+            s.detect(&a).map(|f| (f.level, f.detector, f.count)),
+            Some((Level::Warning, Detector::PingPong, 3))
+        );
     }
 
     #[test]

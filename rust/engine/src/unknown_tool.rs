@@ -10,6 +10,28 @@ pub fn is_js_space(c: char) -> bool {
     )
 }
 
+/// `text` without leading or trailing JavaScript whitespace (`String.prototype.trim`). ASCII
+/// ends are trimmed byte by byte, so the usual text needs no char decoding; a non-ASCII end
+/// falls back to the char rule.
+pub fn trim_js_space(text: &str) -> &str {
+    let ascii_space = |b: &u8| matches!(b, b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r' | b' ');
+    let bytes = text.as_bytes();
+    let start = bytes.iter().position(|b| !ascii_space(b)).unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !ascii_space(b))
+        .map_or(start, |last| last + 1);
+    // Both cuts are next to ASCII bytes, so on char boundaries.
+    let rest = text.get(start..end).unwrap_or("");
+    let ascii_ends =
+        rest.as_bytes().first().is_none_or(u8::is_ascii) && rest.as_bytes().last().is_none_or(u8::is_ascii);
+    if ascii_ends {
+        rest
+    } else {
+        rest.trim_matches(is_js_space)
+    }
+}
+
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')
 }
@@ -82,7 +104,24 @@ pub fn unknown_tool_name(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::unknown_tool_name;
+    use super::{is_js_space, trim_js_space, unknown_tool_name};
+
+    #[test]
+    fn trim_matches_the_char_rule() {
+        for text in [
+            "",
+            " ",
+            "\n\t x \r\n",
+            "def main():\n    return 0\n",
+            "\u{a0}x\u{3000}",
+            " \u{feff} é \u{2028}",
+            "\u{a0}",
+            "é",
+            " a\u{a0} b ",
+        ] {
+            assert_eq!(trim_js_space(text), text.trim_matches(is_js_space), "{text:?}");
+        }
+    }
 
     #[test]
     fn first_pattern_unknown_tool() {
