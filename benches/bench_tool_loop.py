@@ -47,6 +47,23 @@ def test_doomloop_tool_call(benchmark: Any) -> None:
 
 
 @pytest.mark.benchmark(group="tool-call")
+def test_doomloop_tool_call_new_params(benchmark: Any) -> None:
+    # As an agent calls it: a new params dict for each call (built inside the timed call),
+    # handed to both hooks, so only after_tool_call can reuse the params digest.
+    detector = _detector()
+
+    def one_call() -> None:
+        params = {"path": "/w/src/app.py", "offset": 0, "limit": 200}
+        detector.before_tool_call("read", params, run_id="run-1")
+        detector.after_tool_call("read", params, result=RESULT, run_id="run-1")
+
+    for _ in range(1_000):
+        one_call()
+    benchmark(one_call)
+    assert detector.history_len == 30
+
+
+@pytest.mark.benchmark(group="tool-call")
 def test_doomloop_exec_call(benchmark: Any) -> None:
     detector = _detector()
     params = {"command": "ls -la"}
