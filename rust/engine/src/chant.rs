@@ -433,6 +433,9 @@ type Anchors = [u64; BATCH / 64];
 /// the batch, then the batch's. Slice passes the compiler turns into vector code (with AVX2
 /// where the processor has it: twice the lanes, a one-instruction minimum).
 fn anchors(ranks: &[i32], span: usize, minima: &mut [Ranks; 2]) -> Anchors {
+    if ranks.len() <= SPAN + span {
+        return anchors_short(ranks, span);
+    }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the processor supports AVX2, checked just above.
@@ -445,6 +448,33 @@ fn anchors(ranks: &[i32], span: usize, minima: &mut [Ranks; 2]) -> Anchors {
 #[target_feature(enable = "avx2")]
 fn anchors_avx2(ranks: &[i32], span: usize, minima: &mut [Ranks; 2]) -> Anchors {
     anchors_portable(ranks, span, minima)
+}
+
+/// `anchors` for a batch of at most `span` windows (a token-sized feed), where the doubling
+/// passes would cost more than they save: the `span` windows before the batch's j-th are
+/// the last `span - j` before the batch and the batch's first `j`, so one pass of suffix
+/// minima over the former and a running minimum over the latter give every `earlier`.
+fn anchors_short(ranks: &[i32], span: usize) -> Anchors {
+    let before = ranks.get(SPAN - span..SPAN).unwrap_or_default();
+    let batch_ranks = ranks.get(SPAN..).unwrap_or_default();
+    let n = batch_ranks.len();
+    // Suffix minima of `before` from position n down (those past it are one reduction).
+    let mut suffix = [NO_RANK; SPAN];
+    let (head, tail) = before.split_at(n.min(before.len()));
+    let mut minimum = tail.iter().fold(NO_RANK, |m, &r| m.min(r));
+    for (out, &rank) in suffix.iter_mut().zip(head).rev() {
+        minimum = minimum.min(rank);
+        *out = minimum;
+    }
+    let mut running = NO_RANK;
+    let mut word = 0u64;
+    for (k, (&rank, &rest)) in batch_ranks.iter().zip(&suffix).enumerate() {
+        word |= u64::from((rank != NO_RANK) & (rank <= rest.min(running))) << k;
+        running = running.min(rank);
+    }
+    let mut words = [0u64; BATCH / 64];
+    words[0] = word;
+    words
 }
 
 #[inline(always)]
@@ -729,7 +759,7 @@ impl<S: Symbol> Chant<S> {
     /// `first..first + hashes.len()`; returns the event if one is confirmed (the stream then
     /// stops there).
     fn count_anchors(&mut self, first: u64, hashes: &[u64], words: Anchors) -> Option<ChantEvent<S>> {
-        for (word_index, &word) in words.iter().enumerate() {
+        for (word_index, &word) in words.iter().enumerate().take(hashes.len().div_ceil(64)) {
             let mut word = word;
             while word != 0 {
                 let j = word_index * 64 + word.trailing_zeros() as usize;
@@ -1015,6 +1045,34 @@ mod tests {
         let mut chant = Chant::<u32>::new(huge);
         assert!(chant.config().problem().is_none());
         assert!(chant.feed(text(&"ab".repeat(10_000))).is_some());
+    }
+
+    #[test]
+    fn short_batches_pick_the_anchors_the_doubling_passes_pick() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            state
+        };
+        let mut minima = [[NO_RANK; SPAN + BATCH]; 2];
+        for span in [1, 2, 4, 8, 16, 32] {
+            for n in 0..=span {
+                for _ in 0..50 {
+                    // Few distinct ranks, so ties are common; some positions have no window.
+                    let ranks: Vec<i32> = (0..SPAN + n)
+                        .map(|_| match next() % 9 {
+                            0 => NO_RANK,
+                            r => (r % 5) as i32,
+                        })
+                        .collect();
+                    assert_eq!(
+                        anchors_short(&ranks, span),
+                        anchors_portable(&ranks, span, &mut minima),
+                        "{span} {n} {ranks:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
