@@ -1051,7 +1051,9 @@ mod tests {
     fn short_batches_pick_the_anchors_the_doubling_passes_pick() {
         let mut state = 0x9E37_79B9_7F4A_7C15u64;
         let mut next = || {
-            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
             state
         };
         let mut minima = [[NO_RANK; SPAN + BATCH]; 2];
