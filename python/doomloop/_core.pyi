@@ -258,8 +258,8 @@ def tool_result_hash(
 ) -> Optional[int]:
     """The result hash a tool-loop detector records for this outcome (built-in rules)."""
 CHANT_DETACH_THRESHOLD: int
-"""Text chunks of at least this many UTF-8 bytes, and token arrays of at least this many
-tokens, are scanned with the interpreter lock released."""
+"""Text chunks of at least this many bytes (code points, for long non-ASCII text), and token
+arrays of at least this many tokens, are scanned with the interpreter lock released."""
 
 @disjoint_base
 class ChantEngine:

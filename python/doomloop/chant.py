@@ -108,7 +108,8 @@ class ChantDetector(ChantEngine):
     stream's length. Once a chant is found the detector latches: :attr:`event` keeps it and
     later input is ignored until :meth:`reset`. Thread-safe: threads may share a detector
     (chunks are applied one at a time); chunks of at least ``CHANT_DETACH_THRESHOLD`` bytes
-    or tokens are scanned with the interpreter lock released.
+    (code points, for long non-ASCII text) or tokens are scanned with the interpreter lock
+    released.
     """
 
     event: Optional[ChantEvent]

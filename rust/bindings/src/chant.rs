@@ -16,8 +16,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyIterator, PyString, PyTuple};
 use pyo3::{ffi, intern};
 
-/// Chunks at least this long (UTF-8 bytes of a str, or tokens) are scanned with the
-/// interpreter lock released.
+/// Chunks at least this long (bytes of a str read as ASCII or UTF-8, code points of one copied
+/// out as code points, or tokens) are scanned with the interpreter lock released.
 pub const CHANT_DETACH_THRESHOLD: usize = 1 << 14;
 
 /// Non-ASCII strs at least this long (in code points) are copied out as code points: faster
