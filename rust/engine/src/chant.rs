@@ -265,14 +265,41 @@ impl HashKey {
     }
 }
 
-/// The recent symbols, indexed by position & mask (allocated on first feed).
+/// The recent symbols, indexed by position & mask. It starts small and doubles while a stream
+/// outgrows it, up to `full` (the history plus a batch): short responses never pay for the
+/// whole history.
 #[derive(Clone, Debug)]
 struct Ring<S> {
     symbols: Vec<S>,
     mask: u64,
+    full: usize,
 }
 
+/// Symbols a ring starts with (a power of two).
+const FIRST_RING: usize = 1 << 10;
+
 impl<S: Symbol> Ring<S> {
+    /// Make room for the positions `origin..end` (`end` exclusive) without any two sharing a
+    /// slot, keeping the symbols of `origin..len`; a full-size ring always has room.
+    fn reserve(&mut self, origin: u64, len: u64, end: u64) {
+        let size = self.symbols.len();
+        let wanted = usize::try_from(end - origin).unwrap_or(usize::MAX);
+        if wanted <= size || size >= self.full {
+            return;
+        }
+        let grown = wanted.max(FIRST_RING).next_power_of_two().min(self.full);
+        let mut symbols = vec![S::default(); grown];
+        let mask = grown as u64 - 1;
+        // Every kept position fits the old ring (it was reserved for them): a plain copy.
+        for position in origin..len {
+            if let Some(slot) = symbols.get_mut((position & mask) as usize) {
+                *slot = self.at(position);
+            }
+        }
+        self.symbols = symbols;
+        self.mask = mask;
+    }
+
     #[inline(always)]
     fn at(&self, position: u64) -> S {
         self.symbols
@@ -561,9 +588,12 @@ impl<S: Symbol> Chant<S> {
             // `DoomLoopDetector`s) costs a few hundred bytes, not tens of KiB.
             ring: Ring {
                 symbols: Vec::new(),
+                mask: 0,
                 // A batch is hashed before its anchors are counted: room for it beyond the
                 // history.
-                mask: (config.history() + BATCH as u64 + 1).next_power_of_two() - 1,
+                full: usize::try_from(config.history() + BATCH as u64 + 1)
+                    .unwrap_or(usize::MAX)
+                    .next_power_of_two(),
             },
             table: Vec::new(),
             bucket_mask: buckets - 1,
@@ -660,6 +690,7 @@ impl<S: Symbol> Chant<S> {
         for batch in input.chunks(BATCH) {
             let first = self.len;
             let n = batch.len();
+            self.ring.reserve(self.origin, self.len, self.len + n as u64);
             ranks[..SPAN].copy_from_slice(&self.tail);
             // Three passes, each a tight loop: hash the windows, take the minimum rank of the
             // windows before each, then count the anchors.
@@ -676,7 +707,6 @@ impl<S: Symbol> Chant<S> {
     }
 
     fn allocate(&mut self) {
-        self.ring.symbols = vec![S::default(); (self.ring.mask + 1) as usize];
         self.table = vec![Entry::default(); (self.bucket_mask as usize + 1) * WAYS];
     }
 
@@ -1023,13 +1053,49 @@ mod tests {
     #[test]
     fn memory_is_fixed_by_the_configuration() {
         let mut chant = Chant::<u32>::new(ChantConfig::default());
+        let noise = |from: u32| (from..from + 1_000_000).map(|i| i.wrapping_mul(2_654_435_761) % 50_000);
+        // A short response takes a small ring.
         chant.feed((0..10u32).map(|i| i + 40000));
-        let before = chant.heap_bytes();
-        let noise = (0..1_000_000u32).map(|i| i.wrapping_mul(2_654_435_761) % 50_000);
-        assert_eq!(chant.feed(noise), None);
-        assert_eq!(chant.position(), 1_000_010);
-        assert_eq!(chant.heap_bytes(), before);
-        assert!(before < 512 * 1024, "{before}");
+        let short = chant.heap_bytes();
+        assert!(short <= 16 * 1024, "{short}");
+        // A long stream grows it to the history's size, and no further.
+        assert_eq!(chant.feed(noise(0)), None);
+        let full = chant.heap_bytes();
+        assert_eq!(chant.feed(noise(7)), None);
+        assert_eq!(chant.position(), 2_000_010);
+        assert_eq!(chant.heap_bytes(), full);
+        assert!(full < 128 * 1024, "{full}");
+        // A reset keeps it (the next stream reuses it).
+        chant.reset();
+        assert_eq!(chant.feed(noise(11)), None);
+        assert_eq!(chant.heap_bytes(), full);
+    }
+
+    #[test]
+    fn a_growing_ring_keeps_the_verdict() {
+        // The same chant found with a ring that grows during the stream (fed in small pieces)
+        // and with one already at full size (after a long stream and a reset).
+        let unit = text("a line that repeats, with a period well over a hundred symbols long, see? ");
+        let prose: Vec<u32> = (0..3000u32)
+            .map(|i| 0x4e00 + i.wrapping_mul(2_654_435_761) % 3000)
+            .collect();
+        let s: Vec<u32> = prose
+            .iter()
+            .chain(unit.iter().cycle().take(unit.len() * 12))
+            .copied()
+            .collect();
+        let key = HashKey { base: 7, salt: 11 };
+        let mut growing = Chant::<u32>::with_key(ChantConfig::default(), key);
+        let mut found = None;
+        for piece in s.chunks(37) {
+            found = found.or(growing.feed(piece.iter().copied()));
+        }
+        let mut full = Chant::<u32>::with_key(ChantConfig::default(), key);
+        full.feed((0..100_000u32).map(|i| i.wrapping_mul(2_654_435_761) % 50_000));
+        full.reset();
+        let event = full.feed(s.iter().copied()).expect("chant");
+        assert_eq!(found, Some(event.clone()));
+        assert_eq!((event.start, event.period), (3000, Some(unit.len() as u64)));
     }
 
     #[test]
