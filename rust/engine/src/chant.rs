@@ -584,8 +584,9 @@ impl<S: Symbol> Chant<S> {
             key,
             window_power: key.base.wrapping_pow(u32::try_from(config.window).unwrap_or(u32::MAX)),
             hash: 0,
-            // Filled with the table on first feed: a detector that never sees output (most
-            // `DoomLoopDetector`s) costs a few hundred bytes, not tens of KiB.
+            // The table is allocated on the first feed and the ring grows with the stream: a
+            // detector that never sees output (most `DoomLoopDetector`s) costs a few hundred
+            // bytes, and one that sees short responses a few KiB.
             ring: Ring {
                 symbols: Vec::new(),
                 mask: 0,
