@@ -2,12 +2,19 @@
 //!
 //! The walk is iterative (an explicit frame stack, never Rust recursion on user data), stops
 //! descending at `MAX_DEPTH` and marks cycles, so any value — self-referencing, 100,000 levels
-//! deep, or mutated by a `model_dump()` it triggers — hashes without crashing. It never raises:
-//! an object whose state cannot be read falls back to its type name (documented in the README).
+//! deep, or mutated by a `model_dump()` it triggers — hashes without crashing. A container met
+//! again in the same walk reuses the digest it got (its encoding does not depend on where it
+//! stands), so a value of shared sub-objects costs its distinct objects, not its paths. It
+//! never raises: an object whose state cannot be read falls back to its type name (documented
+//! in the README). Lengths and data are read from the objects themselves, never through
+//! methods a subclass could override.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use doomloop_engine::fingerprint::{self as fp, Canon};
+use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -22,9 +29,58 @@ pub const MAX_DEPTH: usize = 512;
 /// Strings and bytes at least this long are hashed with the interpreter released.
 pub const HASH_DETACH_THRESHOLD: usize = 1 << 20;
 
+/// Walks of a container met again whose digest cannot be reused (it lies on a cycle through
+/// a shared object, so its encoding depends on the path) allowed in one walk; past this,
+/// such a container hashes as the too-deep marker instead of being walked again. A tree
+/// never comes near it, so its encoding is unchanged.
+pub const MAX_REWALKS: usize = 100_000;
+
+/// Non-ASCII strs at least this long (in code points) are encoded and hashed a piece of this
+/// size at a time: CPython's own UTF-8 view would keep a whole UTF-8 copy on the str.
+const STR_PIECE: usize = 1 << 16;
+
+/// A walk's scratch space: the digest stack and the digests of the containers finished so far.
+#[derive(Default)]
+struct Walker {
+    canon: Canon,
+    seen: HashMap<usize, Seen, BuildHasherDefault<AddressHasher>>,
+}
+
 thread_local! {
-    // One digest stack per thread, reused so the common case allocates nothing.
-    static CANON: RefCell<Canon> = RefCell::new(Canon::new());
+    // One walker per thread, reused so the common case allocates nothing.
+    static WALKER: RefCell<Walker> = RefCell::new(Walker::default());
+}
+
+/// What a walk knows of a container it finished (keyed by address).
+struct Seen {
+    /// Held so the address cannot be reused by another object during the walk.
+    _object: Py<PyAny>,
+    /// The digest wherever the container stands, and the height of the containers below it
+    /// (it holds at depths where that height stays under `MAX_DEPTH`); `None` when the
+    /// digest depends on the path (a cycle through an ancestor above it).
+    anywhere: Option<(u64, usize)>,
+    /// Digests of a container cut off by the depth cap, by the depth they hold at.
+    at_depth: Vec<(usize, u64)>,
+}
+
+/// Hashes an object address (already unique; mixing spreads the aligned low bits).
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_usize(&mut self, address: usize) {
+        self.0 = (address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    }
 }
 
 /// Decides which dict keys a walk leaves out (at every depth).
@@ -43,11 +99,13 @@ pub fn fingerprint_skipping(value: &Bound<'_, PyAny>, skip: Option<KeyFilter<'_>
             return digest;
         }
     }
-    CANON.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut canon) => walk(value, &mut canon, skip),
-        // Re-entered from a `model_dump()` or `__reduce_ex__` called by an outer walk.
-        Err(_) => walk(value, &mut Canon::new(), skip),
-    })
+    WALKER
+        .try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut walker) => walk(value, &mut walker, skip),
+            // Re-entered from a `model_dump()` or `__reduce_ex__` called by an outer walk.
+            Err(_) => walk(value, &mut Walker::default(), skip),
+        })
+        .unwrap_or_else(|_| walk(value, &mut Walker::default(), skip))
 }
 
 /// Fast path for the most common value, a small dict of scalars (tool params, result
@@ -239,26 +297,60 @@ struct Frame<'py> {
     start: usize,
     /// Address of the container (or object) this frame walks, for cycle detection.
     id: usize,
+    /// The object whose digest this frame computes (the original of a converted mapping).
+    object: Bound<'py, PyAny>,
+    /// Lowest frame index a cycle marker below this frame refers to (`usize::MAX`: none).
+    lowest_ref: usize,
+    /// Levels of containers below this one.
+    height: usize,
+    /// Whether the depth cap cut off something below this frame.
+    truncated: bool,
 }
 
 enum Step<'py> {
     Digest(u64),
     Open(Frame<'py>),
-    /// Walk this value in place of the original (a mapping converted to a dict).
-    Replace(Bound<'py, PyAny>),
+    /// Walk this value in place of the original (a mapping converted to a dict), whose digest
+    /// it is.
+    Replace(Bound<'py, PyAny>, Bound<'py, PyAny>),
 }
 
-fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon, skip: Option<KeyFilter<'_>>) -> u64 {
-    canon.clear();
+/// Facts about the child a frame just received, for the frame's own `Seen` entry.
+enum Below {
+    Nothing,
+    Cycle(usize),
+    TooDeep,
+    Reused(usize),
+}
+
+fn walk(value: &Bound<'_, PyAny>, walker: &mut Walker, skip: Option<KeyFilter<'_>>) -> u64 {
+    walker.canon.clear();
+    let digest = walk_with(value, walker, skip);
+    // Release the objects held for the walk (their addresses may be reused from now on).
+    walker.seen.clear();
+    digest
+}
+
+fn walk_with(value: &Bound<'_, PyAny>, walker: &mut Walker, skip: Option<KeyFilter<'_>>) -> u64 {
     let mut frames: Vec<Frame<'_>> = Vec::new();
-    let mut pending = Some(value.clone());
+    let mut pending = Some((value.clone(), None));
+    let mut rewalks = 0;
     loop {
-        if let Some(item) = pending.take() {
-            match classify(&item, frames.len(), &frames, canon) {
-                Step::Digest(digest) => canon.push(digest),
+        if let Some((item, original)) = pending.take() {
+            let (step, below) = classify(&item, original, &frames, walker, &mut rewalks);
+            if let Some(parent) = frames.last_mut() {
+                match below {
+                    Below::Nothing => {}
+                    Below::Cycle(index) => parent.lowest_ref = parent.lowest_ref.min(index),
+                    Below::TooDeep => parent.truncated = true,
+                    Below::Reused(height) => parent.height = parent.height.max(height + 1),
+                }
+            }
+            match step {
+                Step::Digest(digest) => walker.canon.push(digest),
                 Step::Open(frame) => frames.push(frame),
-                Step::Replace(substitute) => {
-                    pending = Some(substitute);
+                Step::Replace(substitute, original) => {
+                    pending = Some((substitute, Some(original)));
                     continue;
                 }
             }
@@ -267,11 +359,12 @@ fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon, skip: Option<KeyFilter<'_>>
             break;
         };
         match next_child(&mut top.source, skip) {
-            Some(child) => pending = Some(child),
+            Some(child) => pending = Some((child, None)),
             None => {
                 let Some(frame) = frames.pop() else {
                     break;
                 };
+                let canon = &mut walker.canon;
                 let digest = match frame.kind {
                     Kind::Seq => canon.finish_seq(frame.start),
                     Kind::Map => canon.finish_map(frame.start),
@@ -279,11 +372,55 @@ fn walk(value: &Bound<'_, PyAny>, canon: &mut Canon, skip: Option<KeyFilter<'_>>
                     Kind::Object => canon.finish_object(frame.start),
                 };
                 canon.push(digest);
+                let depth = frames.len();
+                if let Some(parent) = frames.last_mut() {
+                    parent.lowest_ref = parent.lowest_ref.min(frame.lowest_ref);
+                    parent.height = parent.height.max(frame.height + 1);
+                    parent.truncated |= frame.truncated;
+                }
+                remember(walker, frame, depth, digest);
             }
         }
     }
     // Exactly one digest is left: the root's.
-    canon.pop_root()
+    walker.canon.pop_root()
+}
+
+/// Record a finished container's digest where it can be reused: anywhere if it refers to
+/// nothing above itself and was not cut off, at its own depth if it was cut off.
+fn remember(walker: &mut Walker, frame: Frame<'_>, depth: usize, digest: u64) {
+    let independent = frame.lowest_ref >= depth;
+    let entry = walker
+        .seen
+        .entry(frame.object.as_ptr() as usize)
+        .or_insert_with(|| Seen {
+            _object: frame.object.clone().unbind(),
+            anywhere: None,
+            at_depth: Vec::new(),
+        });
+    match (independent, frame.truncated) {
+        (true, false) => entry.anywhere = Some((digest, frame.height)),
+        (true, true) => entry.at_depth.push((depth, digest)),
+        (false, _) => {}
+    }
+}
+
+/// The digest a container met again already has at `depth`, and what its parent learns from
+/// it: `Err(true)` when it was walked before but its digest cannot be reused here,
+/// `Err(false)` when it is new to this walk.
+fn reuse(walker: &Walker, id: usize, depth: usize) -> Result<(u64, Below), bool> {
+    let Some(seen) = walker.seen.get(&id) else {
+        return Err(false);
+    };
+    if let Some((digest, height)) = seen.anywhere {
+        if depth + height < MAX_DEPTH {
+            return Ok((digest, Below::Reused(height)));
+        }
+    }
+    match seen.at_depth.iter().find(|(at, _)| *at == depth) {
+        Some(&(_, digest)) => Ok((digest, Below::TooDeep)),
+        None => Err(true),
+    }
 }
 
 fn next_child<'py>(source: &mut Source<'py>, skip: Option<KeyFilter<'_>>) -> Option<Bound<'py, PyAny>> {
@@ -340,21 +477,46 @@ fn next_child<'py>(source: &mut Source<'py>, skip: Option<KeyFilter<'_>>) -> Opt
     }
 }
 
-fn classify<'py>(item: &Bound<'py, PyAny>, depth: usize, frames: &[Frame<'py>], canon: &Canon) -> Step<'py> {
-    if let Some(digest) = scalar_digest(item) {
-        return Step::Digest(digest);
+fn classify<'py>(
+    item: &Bound<'py, PyAny>,
+    original: Option<Bound<'py, PyAny>>,
+    frames: &[Frame<'py>],
+    walker: &Walker,
+    rewalks: &mut usize,
+) -> (Step<'py>, Below) {
+    let digest = |digest| (Step::Digest(digest), Below::Nothing);
+    if let Some(value) = scalar_digest(item) {
+        return digest(value);
     }
     if let Ok(bytes) = item.cast::<PyBytes>() {
-        return Step::Digest(bytes_digest(item.py(), bytes.as_bytes()));
+        return digest(bytes_digest(item.py(), bytes.as_bytes()));
     }
     if let Ok(array) = item.cast::<PyByteArray>() {
-        return Step::Digest(fp::hash_bytes(&array.to_vec()));
+        return digest(fp::hash_bytes(&array.to_vec()));
     }
+    let depth = frames.len();
     let id = item.as_ptr() as usize;
     // The open frames are the current path (at most MAX_DEPTH of them): a linear scan is
     // cheaper than maintaining a hash set for the usual shallow values.
     if let Some(distance) = frames.iter().rev().position(|f| f.id == id) {
-        return Step::Digest(fp::hash_cycle(distance as u64));
+        return (
+            Step::Digest(fp::hash_cycle(distance as u64)),
+            Below::Cycle(depth - 1 - distance),
+        );
+    }
+    if let Some(value) = numpy_scalar_digest(item) {
+        return digest(value);
+    }
+    let object = original.unwrap_or_else(|| item.clone());
+    match reuse(walker, object.as_ptr() as usize, depth) {
+        Ok((value, below)) => return (Step::Digest(value), below),
+        Err(true) => {
+            *rewalks += 1;
+            if *rewalks > MAX_REWALKS {
+                return (Step::Digest(fp::hash_too_deep()), Below::TooDeep);
+            }
+        }
+        Err(false) => {}
     }
     let container = item.is_instance_of::<PyDict>()
         || item.is_instance_of::<PyList>()
@@ -362,16 +524,23 @@ fn classify<'py>(item: &Bound<'py, PyAny>, depth: usize, frames: &[Frame<'py>], 
         || item.is_instance_of::<PySet>()
         || item.is_instance_of::<PyFrozenSet>();
     if depth >= MAX_DEPTH {
-        return Step::Digest(fp::hash_too_deep());
+        return (Step::Digest(fp::hash_too_deep()), Below::TooDeep);
     }
-    let start = canon.mark();
-    let frame = |source, kind| {
-        Step::Open(Frame {
-            source,
-            kind,
-            start,
-            id,
-        })
+    let start = walker.canon.mark();
+    let frame = |source, kind, object| {
+        (
+            Step::Open(Frame {
+                source,
+                kind,
+                start,
+                id,
+                object,
+                lowest_ref: usize::MAX,
+                height: 0,
+                truncated: false,
+            }),
+            Below::Nothing,
+        )
     };
     if container {
         if let Ok(dict) = item.cast::<PyDict>() {
@@ -382,24 +551,80 @@ fn classify<'py>(item: &Bound<'py, PyAny>, depth: usize, frames: &[Frame<'py>], 
                     value: None,
                 },
                 Kind::Map,
+                object,
             );
         }
         if let Ok(list) = item.cast::<PyList>() {
-            return frame(Source::List(list.clone(), 0), Kind::Seq);
+            return frame(Source::List(list.clone(), 0), Kind::Seq, object);
         }
         if let Ok(tuple) = item.cast::<PyTuple>() {
-            return frame(Source::Tuple(tuple.clone(), 0), Kind::Seq);
+            return frame(Source::Tuple(tuple.clone(), 0), Kind::Seq, object);
         }
-        return match PyIterator::from_object(item) {
-            Ok(iter) => frame(Source::Iter(iter), Kind::Set),
-            Err(_) => Step::Digest(opaque_digest(item)),
+        return match set_entries(item) {
+            Ok(iter) => frame(Source::Iter(iter), Kind::Set, object),
+            Err(_) => digest(opaque_digest(item)),
         };
     }
     match object_state(item) {
-        ObjectState::Mapping(dict) => Step::Replace(dict),
-        ObjectState::Typed(type_name, state) => frame(Source::Pair(Some(type_name), Some(state)), Kind::Object),
-        ObjectState::Opaque => Step::Digest(opaque_digest(item)),
+        ObjectState::Mapping(dict) => (Step::Replace(dict, object), Below::Nothing),
+        ObjectState::Typed(type_name, state) => frame(Source::Pair(Some(type_name), Some(state)), Kind::Object, object),
+        ObjectState::Opaque => digest(opaque_digest(item)),
     }
+}
+
+static SET_ITERS: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
+
+/// An iterator over the entries a set or frozenset (or a subclass) holds: `set.__iter__`
+/// (or `frozenset.__iter__`) itself, since a subclass's `__iter__` could yield anything, or
+/// never end.
+fn set_entries<'py>(item: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyIterator>> {
+    let py = item.py();
+    let (set_iter, frozenset_iter) = SET_ITERS.get_or_try_init(py, || -> PyResult<_> {
+        Ok((
+            py.get_type::<PySet>().getattr("__iter__")?.unbind(),
+            py.get_type::<PyFrozenSet>().getattr("__iter__")?.unbind(),
+        ))
+    })?;
+    let iter = if item.is_instance_of::<PySet>() {
+        set_iter
+    } else {
+        frozenset_iter
+    };
+    Ok(iter.bind(py).call1((item,))?.cast_into::<PyIterator>()?)
+}
+
+static NUMPY_SCALARS: PyOnceLock<(Py<PyType>, Py<PyType>, Py<PyType>)> = PyOnceLock::new();
+
+/// A numpy integer, bool or floating scalar hashes as the Python int, bool or float it
+/// equals (`np.int64(5)` as `5`). numpy is only looked at once the caller has imported it.
+fn numpy_scalar_digest(item: &Bound<'_, PyAny>) -> Option<u64> {
+    let py = item.py();
+    let module = item.get_type().module().ok()?;
+    if !module.to_str().ok()?.starts_with("numpy") {
+        return None;
+    }
+    let (integer, boolean, floating) = NUMPY_SCALARS
+        .get_or_try_init(py, || -> PyResult<_> {
+            let numpy = py.import("numpy")?;
+            let ty = |name: &str| -> PyResult<Py<PyType>> { Ok(numpy.getattr(name)?.cast_into::<PyType>()?.unbind()) };
+            Ok((ty("integer")?, ty("bool_")?, ty("floating")?))
+        })
+        .ok()?;
+    if item.is_instance(boolean.bind(py)).ok()? {
+        return Some(fp::hash_bool(item.is_truthy().ok()?));
+    }
+    if item.is_instance(integer.bind(py)).ok()? {
+        // SAFETY: `item` is a live object; PyNumber_Index returns a new reference to an int or
+        // NULL with an exception set.
+        let int = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyNumber_Index(item.as_ptr())) }.ok()?;
+        return Some(int_digest(int.cast::<PyInt>().ok()?));
+    }
+    if item.is_instance(floating.bind(py)).ok()? {
+        // SAFETY: as above; PyNumber_Float returns a new reference to a float or NULL.
+        let float = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyNumber_Float(item.as_ptr())) }.ok()?;
+        return Some(fp::hash_f64(float.cast::<PyFloat>().ok()?.value()));
+    }
+    None
 }
 
 enum ObjectState<'py> {
@@ -483,35 +708,100 @@ fn opaque_digest(item: &Bound<'_, PyAny>) -> u64 {
     }
 }
 
+static INT_METHODS: PyOnceLock<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
+
 fn int_digest(int: &Bound<'_, PyInt>) -> u64 {
     if let Ok(small) = int.extract::<i64>() {
         return fp::hash_i64(small);
     }
-    // Beyond 64 bits: sign and magnitude bytes from Python itself.
-    let magnitude = int.call_method0("__abs__").and_then(|abs| {
-        let bits: usize = abs.call_method0("bit_length")?.extract()?;
-        abs.call_method1("to_bytes", (bits.div_ceil(8).max(1), "little"))?
-            .extract::<Vec<u8>>()
-    });
-    let negative = int.lt(0).unwrap_or(false);
+    // Beyond 64 bits: sign and magnitude bytes from `int`'s own methods (a subclass's
+    // overrides are not asked).
+    let py = int.py();
+    let magnitude = INT_METHODS
+        .get_or_try_init(py, || -> PyResult<_> {
+            let ty = py.get_type::<PyInt>();
+            Ok((
+                ty.getattr("__abs__")?.unbind(),
+                ty.getattr("bit_length")?.unbind(),
+                ty.getattr("to_bytes")?.unbind(),
+            ))
+        })
+        .and_then(|(abs, bit_length, to_bytes)| {
+            let abs = abs.bind(py).call1((int,))?;
+            let bits: usize = bit_length.bind(py).call1((&abs,))?.extract()?;
+            to_bytes
+                .bind(py)
+                .call1((&abs, bits.div_ceil(8).max(1), "little"))?
+                .extract::<Vec<u8>>()
+        });
     match magnitude {
-        Ok(bytes) => fp::hash_int_magnitude(negative, &bytes),
+        Ok(bytes) => fp::hash_int_magnitude(is_huge_negative(int), &bytes),
         Err(_) => fp::hash_opaque(b"builtins.int"),
     }
 }
 
+/// Whether an int too large for 64 bits is negative, read from the object (a subclass's
+/// comparisons are not asked).
+pub fn is_huge_negative(int: &Bound<'_, PyInt>) -> bool {
+    let mut overflow: std::ffi::c_int = 0;
+    // SAFETY: `int` is a live int; the call only reads it and sets `overflow` to -1 or +1
+    // when the value does not fit in 64 bits (returning -1 then, with no exception set).
+    unsafe { ffi::PyLong_AsLongLongAndOverflow(int.as_ptr(), &mut overflow) };
+    overflow < 0
+}
+
 fn str_digest(string: &Bound<'_, PyString>) -> u64 {
+    let py = string.py();
+    // SAFETY: `string` is a live str; PyUnicode_GetLength only reads it.
+    let length = usize::try_from(unsafe { ffi::PyUnicode_GetLength(string.as_ptr()) }).unwrap_or(0);
+    if length >= STR_PIECE && !crate::chant::is_ascii(string).unwrap_or(true) {
+        return long_str_digest(string, length).unwrap_or_else(|_| fp::hash_opaque(b"builtins.str"));
+    }
     match string.to_str() {
-        Ok(text) => fingerprint_utf8(string.py(), text),
+        Ok(text) => fingerprint_utf8(py, text),
         // Lone surrogates: hash the surrogatepass encoding (identical to UTF-8 elsewhere).
-        Err(_) => match string
-            .call_method1("encode", ("utf-8", "surrogatepass"))
-            .and_then(|b| b.extract::<Vec<u8>>())
-        {
-            Ok(bytes) => fp::hash_str(&bytes),
+        Err(_) => match surrogatepass(string) {
+            Ok(bytes) => fp::hash_str(bytes.as_bytes()),
             Err(_) => fp::hash_opaque(b"builtins.str"),
         },
     }
+}
+
+/// A long non-ASCII str hashed from its UTF-8 (surrogatepass) encoding, one `STR_PIECE` of
+/// code points at a time: the peak is one piece's bytes, and no UTF-8 copy stays on the str.
+fn long_str_digest(string: &Bound<'_, PyString>, length: usize) -> PyResult<u64> {
+    let py = string.py();
+    let mut hasher = fp::TaggedHasher::new(fp::tag::STR);
+    let mut start = 0;
+    while start < length {
+        let end = length.min(start + STR_PIECE);
+        let (Ok(from), Ok(to)) = (isize::try_from(start), isize::try_from(end)) else {
+            return Err(PyValueError::new_err("text is too long"));
+        };
+        // SAFETY: `string` is a live str and `from..to` lies within its length; the call
+        // returns a new reference or NULL with an exception set.
+        let piece = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_Substring(string.as_ptr(), from, to))? };
+        let encoded = surrogatepass(piece.cast::<PyString>()?)?;
+        let bytes = encoded.as_bytes();
+        // Between pieces other threads may run (the bytes object is immutable and held).
+        py.detach(|| hasher.update(bytes));
+        start = end;
+    }
+    Ok(hasher.digest())
+}
+
+/// The str's UTF-8 encoding with lone surrogates encoded as such (`surrogatepass`), as a new
+/// bytes object (never cached on the str).
+pub fn surrogatepass<'py>(string: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyBytes>> {
+    // SAFETY: `string` is a live str and both names are NUL-terminated literals; the call
+    // returns a new reference to a bytes object or NULL with an exception set.
+    let encoded = unsafe {
+        Bound::from_owned_ptr_or_err(
+            string.py(),
+            ffi::PyUnicode_AsEncodedString(string.as_ptr(), c"utf-8".as_ptr(), c"surrogatepass".as_ptr()),
+        )?
+    };
+    Ok(encoded.cast_into::<PyBytes>()?)
 }
 
 fn bytes_digest(py: Python<'_>, data: &[u8]) -> u64 {

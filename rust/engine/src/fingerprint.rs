@@ -12,7 +12,7 @@
 //! never recursing on user data) and drives [`Canon`] and the scalar functions here.
 
 use xxhash_rust::const_xxh3;
-use xxhash_rust::xxh3::xxh3_64_with_seed;
+use xxhash_rust::xxh3::{xxh3_64_with_seed, Xxh3};
 
 /// Base seed ("doomloop" in ASCII). Fixed forever: gateway replicas and stored digests must
 /// agree across processes and releases.
@@ -61,6 +61,24 @@ pub fn hash_bool(value: bool) -> u64 {
 #[inline]
 pub fn hash_str(utf8: &[u8]) -> u64 {
     hash_tagged(tag::STR, utf8)
+}
+
+/// [`hash_tagged`] over a payload given in pieces (a long text encoded piece by piece): the
+/// same digest as one call over the pieces joined.
+pub struct TaggedHasher(Xxh3);
+
+impl TaggedHasher {
+    pub fn new(tag: u8) -> Self {
+        TaggedHasher(Xxh3::with_seed(seed(tag)))
+    }
+
+    pub fn update(&mut self, piece: &[u8]) {
+        self.0.update(piece);
+    }
+
+    pub fn digest(&self) -> u64 {
+        self.0.digest()
+    }
 }
 
 /// [`hash_str`] evaluated at compile time, for names the binding layer hashes on every call
@@ -450,6 +468,17 @@ mod tests {
         let mut pairs: Vec<_> = entries.iter().map(|&(k, v)| hash_pair(k, v)).collect();
         assert_eq!(hash_map_pairs(&mut pairs), hash_map_entries(&entries));
         assert_eq!(hash_map_pairs(&mut [0; SMALL_MAP_ENTRIES + 1]), None);
+    }
+
+    #[test]
+    fn pieces_hash_like_the_whole() {
+        let text = "a long text, hashed in pieces of every size ".repeat(100);
+        for size in [1, 7, 64, 1000, text.len()] {
+            let mut hasher = TaggedHasher::new(tag::STR);
+            text.as_bytes().chunks(size).for_each(|piece| hasher.update(piece));
+            assert_eq!(hasher.digest(), hash_str(text.as_bytes()));
+        }
+        assert_eq!(TaggedHasher::new(tag::ERROR).digest(), hash_error(b""));
     }
 
     #[test]
