@@ -17,12 +17,16 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::canonical::fingerprint_str;
-use crate::tool_results::{lock_memo, normalise, parse_call, type_name, Call, CallMemo, Normalised, Rules};
+use crate::chant::lock;
+use crate::tool_results::{normalise, parse_call, type_name, Call, CallMemo, Normalised, Rules};
 
 /// Largest `history_size` accepted (the ring is allocated up front).
 pub const MAX_HISTORY_SIZE: usize = 10_000;
 /// Largest post-compaction guard window accepted.
 pub const MAX_GUARD_WINDOW: u32 = 1_000;
+/// Largest threshold a config accepts (`i32::MAX`): the engine's `u32` keeps room to raise
+/// an unordered `critical` or `global` threshold above the one below it.
+pub const MAX_THRESHOLD: u32 = i32::MAX as u32;
 
 const DETECTOR_COMPACTION: &str = "compaction_loop_persisted";
 
@@ -271,9 +275,8 @@ fn positive_u32(value: u64, name: &str) -> PyResult<u32> {
 }
 
 impl ToolLoopEngine {
-    fn lock(&self) -> MutexGuard<'_, ToolLoopSession<Names>> {
-        // No code path panics while holding the lock; recover the data if one ever did.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, ToolLoopSession<Names>> {
+        lock(py, &self.state)
     }
 
     fn rules(&self) -> Option<&Rules> {
@@ -295,7 +298,8 @@ fn verdict_of(py: Python<'_>, call: &Call<'_>, found: Option<FindingNames>) -> P
         return not_stuck(py);
     };
     let f = found.finding;
-    let tool = call.tool.to_str()?;
+    // Display text: a lone surrogate shows as U+FFFD.
+    let tool = &*call.tool.to_string_lossy();
     let critical = f.level == Level::Critical;
     let count = f.count;
     let identity = |tool: &str, args: u64| format!("{tool}:{args:016x}");
@@ -485,7 +489,7 @@ impl ToolLoopEngine {
     ) -> PyResult<Py<LoopVerdict>> {
         let call = parse_call(self.rules(), Some(&self.memo), tool, params, run_id, None)?;
         let found = {
-            let session = self.lock();
+            let session = self.lock(py);
             session.detect(&call.key).map(|f| Self::names_of(&session, py, f))
         };
         verdict_of(py, &call, found)
@@ -495,6 +499,7 @@ impl ToolLoopEngine {
     #[pyo3(signature = (tool, params, *, run_id = None, tool_call_id = None))]
     fn record_call(
         &self,
+        py: Python<'_>,
         tool: &Bound<'_, PyAny>,
         params: &Bound<'_, PyAny>,
         run_id: Option<&Bound<'_, PyAny>>,
@@ -505,7 +510,7 @@ impl ToolLoopEngine {
             tool: call.tool.clone().unbind(),
             unknown: None,
         };
-        self.lock().record_call(&call.key, call.call_id, names);
+        self.lock(py).record_call(&call.key, call.call_id, names);
         Ok(())
     }
 
@@ -529,7 +534,7 @@ impl ToolLoopEngine {
                 tool: call.tool.clone().unbind(),
                 unknown: normalised.unknown_name.as_ref().map(|n| n.clone_ref(py)),
             };
-            self.lock().record_outcome(&call.key, call.call_id, outcome, names);
+            self.lock(py).record_outcome(&call.key, call.call_id, outcome, names);
         }
         outcome_object(py, &call, normalised, None)
     }
@@ -551,7 +556,7 @@ impl ToolLoopEngine {
             unknown: None,
         };
         let (decision, found): (Decision, Option<FindingNames>) = {
-            let mut session = engine.lock();
+            let mut session = engine.lock(py);
             let decision = session.before_call(&call.key, call.call_id, names);
             let found = decision.finding.map(|f| Self::names_of(&session, py, f));
             (decision, found)
@@ -603,7 +608,7 @@ impl ToolLoopEngine {
             unknown: normalised.unknown_name.as_ref().map(|n| n.clone_ref(py)),
         };
         let verdict = engine
-            .lock()
+            .lock(py)
             .after_call(&call.key, call.call_id, normalised.outcome, names);
         let guard = verdict.map(|v| guard_verdict(py, v, &call.tool)).transpose()?;
         let abort = guard.as_ref().is_some_and(|g| g.get().should_abort);
@@ -615,8 +620,8 @@ impl ToolLoopEngine {
     }
 
     /// Arm the post-compaction guard; returns the attempts armed for (0: guard disabled).
-    fn _arm(&self) -> u32 {
-        self.lock().arm_guard()
+    fn _arm(&self, py: Python<'_>) -> u32 {
+        self.lock(py).arm_guard()
     }
 
     /// Hook called (lock released) when a call is blocked or a warning is emitted.
@@ -631,27 +636,27 @@ impl ToolLoopEngine {
 
     /// Records in the history now.
     #[getter]
-    fn history_len(&self) -> usize {
-        self.lock().history_len()
+    fn history_len(&self, py: Python<'_>) -> usize {
+        self.lock(py).history_len()
     }
 
     /// Warning keys remembered now (at most 256).
     #[getter]
-    fn _warning_keys(&self) -> usize {
-        self.lock().warning_keys()
+    fn _warning_keys(&self, py: Python<'_>) -> usize {
+        self.lock(py).warning_keys()
     }
 
     /// Guard attempts left in the armed window (0: not armed).
     #[getter]
-    fn guard_remaining(&self) -> u32 {
-        self.lock().guard().remaining()
+    fn guard_remaining(&self, py: Python<'_>) -> u32 {
+        self.lock(py).guard().remaining()
     }
 
     /// Bytes this detector's Rust state holds outside the Python object (history ring,
     /// warning buckets, guard window, extension rules).
-    fn _state_size(&self) -> usize {
-        let memo = lock_memo(&self.memo).heap_bytes();
-        self.lock().heap_bytes() + self.rules.as_ref().map_or(0, |r| r.heap_bytes()) + memo
+    fn _state_size(&self, py: Python<'_>) -> usize {
+        let memo = lock(py, &self.memo).heap_bytes();
+        self.lock(py).heap_bytes() + self.rules.as_ref().map_or(0, |r| r.heap_bytes()) + memo
     }
 }
 
@@ -685,8 +690,8 @@ pub struct GuardEngine {
 }
 
 impl GuardEngine {
-    fn lock(&self) -> MutexGuard<'_, CompactionGuard> {
-        self.guard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, CompactionGuard> {
+        lock(py, &self.guard)
     }
 }
 
@@ -721,7 +726,7 @@ impl GuardEngine {
         let Some(outcome) = normalise(None, &call, result, error)?.outcome else {
             return Ok(None);
         };
-        let verdict = self.lock().observe(call.key.tool, call.key.args, outcome.result);
+        let verdict = self.lock(py).observe(call.key.tool, call.key.args, outcome.result);
         guard_verdict(py, verdict, &call.tool).map(Some)
     }
 
@@ -737,23 +742,23 @@ impl GuardEngine {
         let tool = tool
             .cast::<PyString>()
             .map_err(|_| PyTypeError::new_err(format!("tool must be a str, got {}", type_name(tool))))?;
-        let verdict = self.lock().observe(fingerprint_str(tool), args_hash, result_hash);
+        let verdict = self.lock(py).observe(fingerprint_str(tool), args_hash, result_hash);
         guard_verdict(py, verdict, tool)
     }
 
-    fn _arm(&self) -> u32 {
-        self.lock().arm()
+    fn _arm(&self, py: Python<'_>) -> u32 {
+        self.lock(py).arm()
     }
 
     #[getter]
-    fn window_size(&self) -> u32 {
-        self.lock().window_size()
+    fn window_size(&self, py: Python<'_>) -> u32 {
+        self.lock(py).window_size()
     }
 
     /// Attempts left in the armed window (0: not armed).
     #[getter]
-    fn remaining(&self) -> u32 {
-        self.lock().remaining()
+    fn remaining(&self, py: Python<'_>) -> u32 {
+        self.lock(py).remaining()
     }
 }
 

@@ -3,19 +3,23 @@
 //! ids stripped, the generic `{details, text}` rule, error texts), reading the Python dicts
 //! in place so the hot path builds no intermediate objects.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use doomloop_engine::fingerprint::{self as fp, hash_action, hash_none};
 use doomloop_engine::tool_loop::{CallKey, Outcome};
-use doomloop_engine::unknown_tool::{trim_js_space, unknown_tool_name};
-use pyo3::exceptions::{PyBaseException, PyTypeError};
+use doomloop_engine::unknown_tool::{trim_js_space_bytes, unknown_tool_name};
+use pyo3::exceptions::{PyBaseException, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::canonical::{fingerprint, fingerprint_skipping, fingerprint_str, fingerprint_utf8, DictSnapshot};
+use crate::canonical::{
+    fingerprint, fingerprint_skipping, fingerprint_str, fingerprint_utf8, surrogatepass, DictSnapshot,
+};
+use crate::chant::lock;
 
 /// Ids that change on every send and must not make two identical sends look different.
 pub(crate) const VOLATILE_KEYS: [&str; 18] = [
@@ -78,7 +82,7 @@ impl Rules {
                 let (Ok(k), Ok(v)) = (k.cast::<PyString>(), v.cast::<PyString>()) else {
                     return Err(PyTypeError::new_err("tool_aliases must be a dict of str to str"));
                 };
-                rules.aliases.insert(k.to_str()?.to_owned(), v.clone().unbind());
+                rules.aliases.insert(plain_str(k, "tool_aliases")?, v.clone().unbind());
             }
         }
         rules.known_polls = str_set(known_polls, "known_poll_tools")?;
@@ -96,7 +100,7 @@ impl Rules {
                 if !v.is_callable() {
                     return Err(PyTypeError::new_err(format!("normalisers[{k:?}] must be callable")));
                 }
-                rules.normalisers.insert(k.to_str()?.to_owned(), v.unbind());
+                rules.normalisers.insert(plain_str(k, "normalisers")?, v.unbind());
             }
         }
         if let Some(send_like) = send_like.filter(|s| !s.is_none()) {
@@ -125,6 +129,13 @@ impl Rules {
     }
 }
 
+/// A tool name or key given in an option, as Rust text (a lone surrogate names no tool).
+fn plain_str(text: &Bound<'_, PyString>, name: &str) -> PyResult<String> {
+    text.to_str()
+        .map(str::to_owned)
+        .map_err(|_| PyValueError::new_err(format!("{name} must not contain lone surrogates, got {text:?}")))
+}
+
 pub(crate) fn str_set(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<HashSet<String>> {
     let mut set = HashSet::new();
     let Some(value) = value.filter(|v| !v.is_none()) else {
@@ -143,7 +154,7 @@ pub(crate) fn str_set(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<
         let text = item
             .cast::<PyString>()
             .map_err(|_| PyTypeError::new_err(format!("{name} must contain only str")))?;
-        set.insert(text.to_str()?.to_owned());
+        set.insert(plain_str(text, name)?);
     }
     Ok(set)
 }
@@ -246,11 +257,6 @@ impl<T: Copy> RememberedStr<T> {
     }
 }
 
-pub(crate) fn lock_memo(memo: &Mutex<CallMemo>) -> MutexGuard<'_, CallMemo> {
-    // Nothing panics while holding the lock; recover the data if anything ever did.
-    memo.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 pub(crate) fn parse_call<'py>(
     rules: Option<&Rules>,
     memo: Option<&Mutex<CallMemo>>,
@@ -265,7 +271,7 @@ pub(crate) fn parse_call<'py>(
         .map_err(|_| PyTypeError::new_err(format!("tool must be a str, got {}", type_name(tool))))?
         .clone();
     if let Some(rules) = rules.filter(|r| !r.aliases.is_empty()) {
-        if let Some(target) = rules.aliases.get(tool.to_str()?) {
+        if let Some(target) = tool.to_str().ok().and_then(|name| rules.aliases.get(name)) {
             tool = target.bind(py).clone();
         }
     }
@@ -284,7 +290,7 @@ pub(crate) fn parse_call<'py>(
     // The memo is only read and written here, never while Python code can run.
     let (known_tool, known_run, known_params) = match memo {
         Some(memo) => {
-            let m = lock_memo(memo);
+            let m = lock(py, memo);
             (
                 m.tool.as_ref().and_then(|t| t.recall(tool.as_any())),
                 run_id.and_then(|r| m.run.as_ref()?.recall(r)),
@@ -298,11 +304,12 @@ pub(crate) fn parse_call<'py>(
     };
     let (tool_digest, kind) = match known_tool {
         Some(known) => known,
-        None => {
-            // One UTF-8 view of the name serves both its digest and the name rules.
-            let name = tool.to_str()?;
-            (fingerprint_utf8(py, name), ToolKind::of(name))
-        }
+        // One UTF-8 view of the name serves both its digest and the name rules; a name with
+        // lone surrogates is no built-in tool's.
+        None => match tool.to_str() {
+            Ok(name) => (fingerprint_utf8(py, name), ToolKind::of(name)),
+            Err(_) => (fingerprint_str(&tool), ToolKind::Other),
+        },
     };
     // `params=None` is the empty mapping.
     let (params_digest, snapshot) = match (&params, known_params) {
@@ -320,7 +327,9 @@ pub(crate) fn parse_call<'py>(
             Some("poll" | "log")
         ),
         _ => match rules {
-            Some(rules) if !rules.known_polls.is_empty() => rules.known_polls.contains(tool.to_str()?),
+            Some(rules) if !rules.known_polls.is_empty() => {
+                tool.to_str().is_ok_and(|name| rules.known_polls.contains(name))
+            }
             _ => false,
         },
     };
@@ -338,7 +347,7 @@ pub(crate) fn parse_call<'py>(
             _ => None,
         };
         if tool.is_some() || run.is_some() || snapshot.is_some() {
-            let mut m = lock_memo(memo);
+            let mut m = lock(py, memo);
             // The replaced entries are dropped after the lock is released.
             let _replaced = (
                 tool.map(|t| std::mem::replace(&mut m.tool, t)),
@@ -390,14 +399,15 @@ pub(crate) fn as_str<'a>(value: &'a Option<Bound<'_, PyString>>) -> Option<&'a s
 }
 
 /// Digest of the `text` of every content entry with string `type` and `text`, joined by
-/// newlines and trimmed (JavaScript whitespace). The usual single part is hashed in place.
+/// newlines and trimmed (JavaScript whitespace). The usual single part is hashed in place;
+/// text with lone surrogates hashes by its `surrogatepass` encoding, as the fingerprint does.
 pub(crate) fn content_text_digest<'py>(result: &Bound<'py, PyDict>) -> u64 {
     let py = result.py();
     let Some(content) = result.get_item(intern!(py, "content")).ok().flatten() else {
         return const { fp::hash_str_const(b"") };
     };
     let mut first: Option<Bound<'py, PyString>> = None;
-    let mut joined: Option<String> = None;
+    let mut joined: Option<Vec<u8>> = None;
     let mut add = |entry: Bound<'py, PyAny>| {
         let Ok(entry) = entry.cast::<PyDict>() else {
             return;
@@ -419,14 +429,14 @@ pub(crate) fn content_text_digest<'py>(result: &Bound<'py, PyDict>) -> u64 {
         match (&first, &mut joined) {
             (None, _) => first = Some(part),
             (Some(head), None) => {
-                let mut text = head.to_string_lossy().into_owned();
-                text.push('\n');
-                text.push_str(&part.to_string_lossy());
+                let mut text = text_bytes(head).into_owned();
+                text.push(b'\n');
+                text.extend_from_slice(&text_bytes(&part));
                 joined = Some(text);
             }
             (Some(_), Some(text)) => {
-                text.push('\n');
-                text.push_str(&part.to_string_lossy());
+                text.push(b'\n');
+                text.extend_from_slice(&text_bytes(&part));
             }
         }
     };
@@ -435,11 +445,20 @@ pub(crate) fn content_text_digest<'py>(result: &Bound<'py, PyDict>) -> u64 {
     } else if let Ok(tuple) = content.cast::<PyTuple>() {
         tuple.iter().for_each(&mut add);
     }
-    let digest = |text: &str| fp::hash_str(trim_js_space(text).as_bytes());
+    let digest = |text: &[u8]| fp::hash_str(trim_js_space_bytes(text));
     match (joined, first) {
         (Some(text), _) => digest(&text),
-        (None, Some(part)) => digest(&part.to_string_lossy()),
-        (None, None) => digest(""),
+        (None, Some(part)) => digest(&text_bytes(&part)),
+        (None, None) => digest(b""),
+    }
+}
+
+/// A str's UTF-8 bytes, borrowed from the str; text with lone surrogates as its
+/// `surrogatepass` encoding (a copy), so that no two texts read alike.
+pub(crate) fn text_bytes<'a>(text: &'a Bound<'_, PyString>) -> Cow<'a, [u8]> {
+    match text.to_str() {
+        Ok(utf8) => Cow::Borrowed(utf8.as_bytes()),
+        Err(_) => Cow::Owned(surrogatepass(text).map_or_else(|_| Vec::new(), |b| b.as_bytes().to_vec())),
     }
 }
 
@@ -495,15 +514,16 @@ pub(crate) struct Normalised {
     pub(crate) is_error: bool,
 }
 
-pub(crate) fn error_text(error: &Bound<'_, PyAny>) -> PyResult<String> {
+/// An error's text: the str itself, or `str()` of an exception (its type name when that
+/// raises).
+pub(crate) fn error_text<'py>(error: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
     if let Ok(text) = error.cast::<PyString>() {
-        return Ok(text.to_string_lossy().into_owned());
+        return Ok(text.clone());
     }
     if error.is_instance_of::<PyBaseException>() {
-        // str() of an exception can itself raise: fall back to its type name.
         return Ok(error
             .str()
-            .map_or_else(|_| type_name(error), |s| s.to_string_lossy().into_owned()));
+            .unwrap_or_else(|_| PyString::new(error.py(), &type_name(error))));
     }
     Err(PyTypeError::new_err(format!(
         "error must be an exception, a str or None, got {}",
@@ -520,11 +540,13 @@ pub(crate) fn normalise(
     let py = call.tool.py();
     if let Some(error) = error.filter(|e| !e.is_none()) {
         let text = error_text(error)?;
-        let name = unknown_tool_name(&text);
+        // The name is read from the text as displayed (a lone surrogate as U+FFFD); the
+        // error hashes by its exact text.
+        let name = unknown_tool_name(&text.to_string_lossy());
         let unknown = name.as_deref().map(|n| fp::hash_str(n.as_bytes()));
         return Ok(Normalised {
             outcome: Some(Outcome {
-                result: fp::hash_error(text.as_bytes()),
+                result: fp::hash_error(&text_bytes(&text)),
                 unknown,
             }),
             unknown_name: name.map(|n| PyString::new(py, &n).unbind()),
@@ -570,7 +592,7 @@ pub(crate) fn normalise(
             Some("completed" | "failed") => {
                 let aggregated = field(details, intern!(py, "aggregated"));
                 let output = match aggregated.as_ref().and_then(|a| a.cast::<PyString>().ok()) {
-                    Some(agg) if agg.to_str().is_ok_and(|s| !s.is_empty()) => fingerprint_str(agg),
+                    Some(agg) if !text_bytes(agg).is_empty() => fingerprint_str(agg),
                     _ => content_text_digest(dict),
                 };
                 return hashed(Some(hash_fields(&[
@@ -658,8 +680,10 @@ pub(crate) fn custom_normaliser<'py>(rules: Option<&Rules>, call: &Call<'py>) ->
     let Some(rules) = rules.filter(|r| !r.normalisers.is_empty()) else {
         return Ok(None);
     };
-    Ok(rules
-        .normalisers
-        .get(call.tool.to_str()?)
+    Ok(call
+        .tool
+        .to_str()
+        .ok()
+        .and_then(|name| rules.normalisers.get(name))
         .map(|n| n.bind(call.tool.py()).clone()))
 }

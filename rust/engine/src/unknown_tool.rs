@@ -32,6 +32,29 @@ pub fn trim_js_space(text: &str) -> &str {
     }
 }
 
+/// [`trim_js_space`] of text that may hold lone surrogates encoded as such (`surrogatepass`
+/// UTF-8, which is not valid UTF-8): a surrogate is not whitespace, so a trim stops there.
+pub fn trim_js_space_bytes(text: &[u8]) -> &[u8] {
+    if let Ok(valid) = std::str::from_utf8(text) {
+        return trim_js_space(valid).as_bytes();
+    }
+    let mut chunks = text.utf8_chunks();
+    let start = chunks.next().map_or(0, |first| {
+        first.valid().len() - first.valid().trim_start_matches(is_js_space).len()
+    });
+    // Trailing space can only follow the last invalid sequence.
+    let (mut offset, mut tail) = (0, None);
+    for chunk in text.utf8_chunks() {
+        tail = Some((offset, chunk.valid(), chunk.invalid().is_empty()));
+        offset += chunk.valid().len() + chunk.invalid().len();
+    }
+    let end = match tail {
+        Some((at, valid, true)) => at + valid.trim_end_matches(is_js_space).len(),
+        _ => text.len(),
+    };
+    text.get(start..end.max(start)).unwrap_or_default()
+}
+
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')
 }
@@ -104,7 +127,7 @@ pub fn unknown_tool_name(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_js_space, trim_js_space, unknown_tool_name};
+    use super::{is_js_space, trim_js_space, trim_js_space_bytes, unknown_tool_name};
 
     #[test]
     fn trim_matches_the_char_rule() {
@@ -154,5 +177,18 @@ mod tests {
         assert_eq!(unknown_tool_name("ünknown tool: ß tool"), None);
         assert_eq!(unknown_tool_name("unknown tool: 漢字"), None);
         assert_eq!(unknown_tool_name("tool"), None);
+    }
+
+    #[test]
+    fn trims_around_lone_surrogates() {
+        // "\u{dcff}" as surrogatepass encodes it: ED B3 BF.
+        let surrogate = [0xED, 0xB3, 0xBF];
+        let text = [" \u{a0}x".as_bytes(), &surrogate, b"y \n"].concat();
+        assert_eq!(trim_js_space_bytes(&text), [b"x".as_slice(), &surrogate, b"y"].concat());
+        let edges = [surrogate.as_slice(), b"  ", &surrogate].concat();
+        assert_eq!(trim_js_space_bytes(&edges), edges);
+        let padded = [b"\t".as_slice(), &surrogate, b"\t"].concat();
+        assert_eq!(trim_js_space_bytes(&padded), surrogate);
+        assert_eq!(trim_js_space_bytes(b"  plain  "), b"plain");
     }
 }
