@@ -10,10 +10,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use doomloop_engine::chant::{Chant, ChantConfig, ChantEvent, HashKey, TextInput, Token};
-use numpy::{PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::ndarray::s;
+use numpy::{Element, PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyIterator, PyString, PyTuple};
+use pyo3::sync::{MutexExt, PyOnceLock};
+use pyo3::types::{PyDict, PyIterator, PyString, PyTuple};
 use pyo3::{ffi, intern};
 
 /// Chunks at least this long (bytes of a str read as ASCII or UTF-8, code points of one copied
@@ -24,44 +26,74 @@ pub const CHANT_DETACH_THRESHOLD: usize = 1 << 14;
 /// to scan than UTF-8, and CPython would otherwise keep a UTF-8 copy on the str.
 const COPY_THRESHOLD: usize = 1024;
 
-/// Largest code-point buffer a thread keeps between feeds (256 KiB: a 64 KiB chunk fits).
-const KEEP_BUFFER: usize = 1 << 16;
+/// Long non-ASCII text and long token arrays are copied out and scanned in pieces of at most
+/// this many symbols: the copy needs a bounded buffer whatever the chunk's size, and the
+/// interpreter is held for one piece's copy at a time, never for a whole chunk.
+const PIECE: usize = 1 << 20;
+
+/// Characters (or tokens) of the repeated window kept in an event.
+const DISPLAY: usize = 120;
 
 thread_local! {
-    // Reused across feeds: a fresh buffer per chunk would cost page faults at these sizes.
+    // Reused across feeds (a fresh buffer per chunk would cost page faults); every piece
+    // overwrites the part it scans, so no feed ever reads what another left here.
     static CODE_POINTS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Run `scan` on the text of a `str` chunk (anything else is a TypeError naming `name`), in
-/// its cheapest form: borrowed from the str (ASCII bytes, or short UTF-8 text) or its code
-/// points copied out (long non-ASCII text, or text with lone surrogates, which UTF-8
-/// cannot carry). Chunks of at least `CHANT_DETACH_THRESHOLD` bytes or code points are
-/// scanned with the interpreter released.
-pub(crate) fn scan_text<R: Send>(
+/// Lock `mutex`, waiting (if another thread holds it) with the interpreter released: a thread
+/// holding the interpreter while it waits would stall every Python thread for as long as the
+/// holder scans, and deadlock with a holder that needs the interpreter to go on.
+pub(crate) fn lock<'m, T>(py: Python<'_>, mutex: &'m Mutex<T>) -> MutexGuard<'m, T> {
+    // No code path panics while holding a lock; recover the data if one ever did.
+    mutex
+        .lock_py_attached(py)
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Where a piece of a chunk stands in it (the session detector frames whole responses).
+#[derive(Clone, Copy)]
+pub(crate) struct Piece {
+    pub(crate) first: bool,
+    pub(crate) last: bool,
+}
+
+/// Lock `state` and run `scan` on the text of a `str` chunk (anything else is a TypeError
+/// naming `name`), piece by piece, in the cheapest form: borrowed from the str (ASCII bytes,
+/// or short UTF-8 text; one piece) or its code points copied out `PIECE` at a time (long
+/// non-ASCII text, or text with lone surrogates, which UTF-8 cannot carry). Length and data
+/// come from the str object itself, never from methods a subclass could override. Pieces of
+/// at least `CHANT_DETACH_THRESHOLD` symbols are scanned with the interpreter released; the
+/// lock is held across all pieces, so a chunk is applied whole before any other.
+pub(crate) fn scan_text<T: Send>(
     chunk: &Bound<'_, PyAny>,
     name: &str,
-    scan: impl FnOnce(TextInput<'_>) -> R + Send,
-) -> PyResult<R> {
+    state: &Mutex<T>,
+    mut scan: impl FnMut(&mut T, TextInput<'_>, Piece) + Send,
+) -> PyResult<()> {
     let py = chunk.py();
-    let run = |input: TextInput<'_>| {
-        if input.len() >= CHANT_DETACH_THRESHOLD {
-            py.detach(|| scan(input))
-        } else {
-            scan(input)
-        }
-    };
     let string = chunk
         .cast::<PyString>()
         .map_err(|_| PyTypeError::new_err(format!("{name} must be a str, got {}", type_name(chunk))))?;
-    let length = string.len()?;
-    // `isascii()` reads a flag of the str: worth a call only for long text.
-    if length < COPY_THRESHOLD || string.call_method0(intern!(py, "isascii"))?.is_truthy()? {
+    let length = str_length(string)?;
+    let whole = Piece {
+        first: true,
+        last: true,
+    };
+    if length < COPY_THRESHOLD || is_ascii(string)? {
         if let Ok(utf8) = string.to_str() {
-            return Ok(run(if utf8.is_ascii() {
+            let input = if utf8.is_ascii() {
                 TextInput::Ascii(utf8.as_bytes())
             } else {
                 TextInput::Utf8(utf8)
-            }));
+            };
+            let mut guard = lock(py, state);
+            let state: &mut T = &mut guard;
+            if input.len() >= CHANT_DETACH_THRESHOLD {
+                py.detach(|| scan(state, input, whole));
+            } else {
+                scan(state, input, whole);
+            }
+            return Ok(());
         }
     }
     let kept = CODE_POINTS.try_with(|cell| cell.try_borrow_mut().map(|mut kept| std::mem::take(&mut *kept)));
@@ -69,28 +101,97 @@ pub(crate) fn scan_text<R: Send>(
         Ok(Ok(buffer)) => buffer,
         _ => Vec::new(),
     };
-    let found =
-        copy_code_points(string, length, &mut buffer).map(|code_points| run(TextInput::CodePoints(code_points)));
-    if buffer.capacity() <= KEEP_BUFFER {
-        // Put it back (a no-op if the thread is exiting).
-        let _ = CODE_POINTS.try_with(|cell| cell.try_borrow_mut().map(|mut kept| *kept = buffer));
-    }
-    found
+    buffer.resize(PIECE.min(length), 0);
+    let scanned = scan_code_points(string, length, &mut buffer, state, &mut scan);
+    // Put it back (a no-op if the thread is exiting).
+    let _ = CODE_POINTS.try_with(|cell| cell.try_borrow_mut().map(|mut kept| *kept = buffer));
+    scanned
 }
 
-/// The `length` code points of a str, lone surrogates included, copied into `buffer`.
-fn copy_code_points<'b>(string: &Bound<'_, PyString>, length: usize, buffer: &'b mut Vec<u32>) -> PyResult<&'b [u32]> {
-    if buffer.len() < length {
-        buffer.resize(length, 0);
+fn scan_code_points<T: Send>(
+    string: &Bound<'_, PyString>,
+    length: usize,
+    buffer: &mut [u32],
+    state: &Mutex<T>,
+    scan: &mut (impl FnMut(&mut T, TextInput<'_>, Piece) + Send),
+) -> PyResult<()> {
+    let py = string.py();
+    let mut guard = lock(py, state);
+    let state: &mut T = &mut guard;
+    let mut start = 0;
+    loop {
+        let end = length.min(start + PIECE);
+        let piece = copy_code_points(string, start, end, end - start == length, buffer)?;
+        let place = Piece {
+            first: start == 0,
+            last: end == length,
+        };
+        if piece.len() >= CHANT_DETACH_THRESHOLD {
+            py.detach(|| scan(state, TextInput::CodePoints(piece), place));
+        } else {
+            scan(state, TextInput::CodePoints(piece), place);
+        }
+        if place.last {
+            return Ok(());
+        }
+        start = end;
     }
-    let target = buffer.get_mut(..length).unwrap_or_default();
-    let size = isize::try_from(length).map_err(|_| PyValueError::new_err("text is too long"))?;
-    // SAFETY: `target` holds `size` code points, the str's length; CPython writes at most
-    // that many (no terminator with copy_null = 0) and returns NULL, with an exception set,
-    // on failure.
-    let written = unsafe { ffi::PyUnicode_AsUCS4(string.as_ptr(), target.as_mut_ptr(), size, 0) };
+}
+
+/// The str's length in code points, read from the object (a subclass's `__len__` is not
+/// asked).
+fn str_length(string: &Bound<'_, PyString>) -> PyResult<usize> {
+    // SAFETY: `string` is a live str (checked by the cast); PyUnicode_GetLength only reads it
+    // and returns -1 with an exception set on failure.
+    let length = unsafe { ffi::PyUnicode_GetLength(string.as_ptr()) };
+    usize::try_from(length).map_err(|_| PyErr::fetch(string.py()))
+}
+
+static STR_ISASCII: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `str.isascii(string)`: reads a flag of the str object, whatever a subclass overrides.
+pub(crate) fn is_ascii(string: &Bound<'_, PyString>) -> PyResult<bool> {
+    let py = string.py();
+    let isascii = STR_ISASCII.get_or_try_init(py, || {
+        py.get_type::<PyString>()
+            .getattr(intern!(py, "isascii"))
+            .map(Bound::unbind)
+    })?;
+    isascii.bind(py).call1((string,))?.is_truthy()
+}
+
+/// Code points `start..end` of a str (`whole`: all of it), lone surrogates included, copied
+/// into `buffer` (which holds at least `end - start`).
+fn copy_code_points<'b>(
+    string: &Bound<'_, PyString>,
+    start: usize,
+    end: usize,
+    whole: bool,
+    buffer: &'b mut [u32],
+) -> PyResult<&'b [u32]> {
+    let py = string.py();
+    let target = buffer
+        .get_mut(..end.saturating_sub(start))
+        .ok_or_else(|| PyValueError::new_err("text piece larger than its buffer"))?;
+    let size = isize::try_from(target.len()).map_err(|_| PyValueError::new_err("text is too long"))?;
+    let piece = if whole {
+        string.clone().into_any()
+    } else {
+        let (from, to) = (isize::try_from(start), isize::try_from(end));
+        let (Ok(from), Ok(to)) = (from, to) else {
+            return Err(PyValueError::new_err("text is too long"));
+        };
+        // SAFETY: `string` is a live str and `from..to` lies within its length; the call
+        // returns a new reference (a str of exactly `to - from` code points) or NULL with an
+        // exception set.
+        unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_Substring(string.as_ptr(), from, to))? }
+    };
+    // SAFETY: `piece` is a str of `size` code points and `target` holds `size`; CPython writes
+    // at most that many (no terminator with copy_null = 0) and returns NULL, with an exception
+    // set, on failure.
+    let written = unsafe { ffi::PyUnicode_AsUCS4(piece.as_ptr(), target.as_mut_ptr(), size, 0) };
     if written.is_null() {
-        return Err(PyErr::fetch(string.py()));
+        return Err(PyErr::fetch(py));
     }
     Ok(target)
 }
@@ -112,32 +213,16 @@ enum Stream {
     Reset(Box<Stream>),
 }
 
-/// An event ready for the Python factory: (start, end, period, count, window).
-type EventParts = (u64, u64, Option<u64>, u64, Py<PyAny>);
-
-#[pyclass(module = "doomloop._core", subclass, frozen)]
-pub struct ChantEngine {
-    stream: Mutex<Stream>,
-    config: ChantConfig,
-    /// The detector's secret hash key, kept across `reset()`.
-    key: HashKey,
-}
-
-impl ChantEngine {
-    fn lock(&self) -> MutexGuard<'_, Stream> {
-        // No code path panics while holding the lock; recover the data if one ever did.
-        self.stream.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn text_chant<'a>(&self, stream: &'a mut Stream) -> PyResult<&'a mut Chant<u32>> {
+impl Stream {
+    fn text_chant(&mut self, config: ChantConfig, key: HashKey) -> PyResult<&mut Chant<u32>> {
         // Moving a detector is a copy of its state: only done when the stream starts.
-        if !matches!(stream, Stream::Text(_) | Stream::Tokens(_)) {
-            *stream = match std::mem::replace(stream, Stream::Fresh) {
+        if !matches!(self, Stream::Text(_) | Stream::Tokens(_)) {
+            *self = match std::mem::replace(self, Stream::Fresh) {
                 Stream::Reset(old) if matches!(*old, Stream::Text(_)) => *old,
-                _ => Stream::Text(Chant::with_key(self.config, self.key)),
+                _ => Stream::Text(Chant::with_key(config, key)),
             };
         }
-        match stream {
+        match self {
             Stream::Text(chant) => Ok(chant),
             _ => Err(PyValueError::new_err(
                 "this detector was fed token ids; call reset() before feeding text",
@@ -145,32 +230,14 @@ impl ChantEngine {
         }
     }
 
-    fn feed_token_slice<T: Copy + Send + Sync>(
-        &self,
-        py: Python<'_>,
-        tokens: &[T],
-        to_token: fn(T) -> Token,
-    ) -> PyResult<Option<ChantEvent<Token>>> {
-        let scan = || -> PyResult<Option<ChantEvent<Token>>> {
-            let mut stream = self.lock();
-            let chant = self.token_chant(&mut stream)?;
-            Ok(chant.feed_slice(tokens, to_token))
-        };
-        if tokens.len() >= CHANT_DETACH_THRESHOLD {
-            py.detach(scan)
-        } else {
-            scan()
-        }
-    }
-
-    fn token_chant<'a>(&self, stream: &'a mut Stream) -> PyResult<&'a mut Chant<Token>> {
-        if !matches!(stream, Stream::Text(_) | Stream::Tokens(_)) {
-            *stream = match std::mem::replace(stream, Stream::Fresh) {
+    fn token_chant(&mut self, config: ChantConfig, key: HashKey) -> PyResult<&mut Chant<Token>> {
+        if !matches!(self, Stream::Text(_) | Stream::Tokens(_)) {
+            *self = match std::mem::replace(self, Stream::Fresh) {
                 Stream::Reset(old) if matches!(*old, Stream::Tokens(_)) => *old,
-                _ => Stream::Tokens(Chant::with_key(self.config, self.key)),
+                _ => Stream::Tokens(Chant::with_key(config, key)),
             };
         }
-        match stream {
+        match self {
             Stream::Tokens(chant) => Ok(chant),
             _ => Err(PyValueError::new_err(
                 "this detector was fed text; call reset() before feeding token ids",
@@ -178,42 +245,149 @@ impl ChantEngine {
         }
     }
 
-    /// Hand an event to the Python subclass's `_make_event` (lock released).
-    fn emit(slf: &Bound<'_, Self>, parts: EventParts) -> PyResult<Py<PyAny>> {
-        Ok(slf.call_method1("_make_event", parts)?.unbind())
+    /// The chant found (the engine keeps it until reset), as event fields.
+    fn found(&self) -> Option<Found> {
+        match self {
+            Stream::Text(chant) => chant.event().map(|e| Found::Text(e.clone())),
+            Stream::Tokens(chant) => chant.event().map(|e| Found::Tokens(e.clone())),
+            Stream::Fresh | Stream::Reset(_) => None,
+        }
     }
 }
 
-fn text_parts(py: Python<'_>, event: ChantEvent<u32>) -> PyResult<EventParts> {
-    // Display text only: a lone surrogate shows as U+FFFD.
-    let window: String = event
-        .window
-        .iter()
-        .map(|&c| char::from_u32(c).unwrap_or('\u{FFFD}'))
-        .collect();
-    let window = PyString::new(py, &window).into_any().unbind();
-    Ok((event.start, event.end, event.period, event.count, window))
+/// A chant found, before it becomes a Python event.
+enum Found {
+    Text(ChantEvent<u32>),
+    Tokens(ChantEvent<Token>),
 }
 
-fn token_parts(py: Python<'_>, event: ChantEvent<Token>) -> PyResult<EventParts> {
-    // Token ids are stored as the bits of an i64 (every accepted dtype fits one).
-    let ids = event.window.iter().map(|t| t.0 as i64);
-    let window = PyTuple::new(py, ids)?.into_any().unbind();
-    Ok((event.start, event.end, event.period, event.count, window))
+struct State {
+    stream: Stream,
+    /// The Python event of the chant found, once built; a chant whose event has not been
+    /// built yet (the build failed, say, with an exception arriving there) is still handed
+    /// out by the next `feed` and by `event`.
+    event: Option<Py<PyAny>>,
+}
+
+#[pyclass(module = "doomloop._core", subclass, frozen)]
+pub struct ChantEngine {
+    state: Mutex<State>,
+    config: ChantConfig,
+    /// The detector's secret hash key, kept across `reset()`.
+    key: HashKey,
+    /// Builds an event from its fields as keywords (`doomloop.ChantEvent`).
+    event_type: Py<PyAny>,
+}
+
+impl ChantEngine {
+    /// Deliver the chant the stream holds, if its event has not been delivered yet: build the
+    /// event (lock released: it runs Python code) and hand it out once, to the first caller
+    /// that stores it.
+    fn deliver(&self, py: Python<'_>, found: Option<Found>) -> PyResult<Option<Py<PyAny>>> {
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        let event = self.build_event(py, found)?;
+        let mut state = lock(py, &self.state);
+        if state.event.is_some() {
+            return Ok(None);
+        }
+        state.event = Some(event.clone_ref(py));
+        Ok(Some(event))
+    }
+
+    fn build_event(&self, py: Python<'_>, found: Found) -> PyResult<Py<PyAny>> {
+        let fields = PyDict::new(py);
+        let event = match found {
+            Found::Text(event) => {
+                // Display text only: a lone surrogate shows as U+FFFD.
+                let window: String = event
+                    .window
+                    .iter()
+                    .take(DISPLAY)
+                    .map(|&c| char::from_u32(c).unwrap_or('\u{FFFD}'))
+                    .collect();
+                fields.set_item(intern!(py, "window"), window)?;
+                (event.start, event.end, event.period, event.count)
+            }
+            Found::Tokens(event) => {
+                // Token ids are stored as the bits of an i64 (every accepted dtype fits one).
+                let ids = event.window.iter().take(DISPLAY).map(|t| t.0 as i64);
+                fields.set_item(intern!(py, "window"), PyTuple::new(py, ids)?)?;
+                (event.start, event.end, event.period, event.count)
+            }
+        };
+        let (start, end, period, count) = event;
+        fields.set_item(intern!(py, "count"), count)?;
+        fields.set_item(intern!(py, "period"), period)?;
+        fields.set_item(intern!(py, "start"), start)?;
+        fields.set_item(intern!(py, "end"), end)?;
+        Ok(self.event_type.bind(py).call((), Some(&fields))?.unbind())
+    }
+
+    /// The chant to deliver before any new input is read: one found earlier whose event was
+    /// never handed out. `None` also when a delivered chant latches the stream.
+    fn undelivered(state: &State) -> Option<Option<Found>> {
+        if state.event.is_some() {
+            return Some(None);
+        }
+        state.stream.found().map(Some)
+    }
+}
+
+/// Scan a 1-D array of token ids with `state` locked: in place while short (the interpreter
+/// is held, so nothing can resize the array meanwhile), else copied out `PIECE` at a time with
+/// the interpreter held and each piece scanned with it released (another thread may then
+/// resize or free the array's memory: the scan only ever reads its own copy).
+fn scan_tokens<T: Element + Copy>(
+    py: Python<'_>,
+    array: &Bound<'_, PyArray1<T>>,
+    chant: &mut Chant<Token>,
+    to_token: fn(T) -> Token,
+) -> PyResult<Option<ChantEvent<Token>>> {
+    if array.len() < CHANT_DETACH_THRESHOLD {
+        let view = array.try_readonly()?;
+        return Ok(match view.as_slice() {
+            Ok(slice) => chant.feed_slice(slice, to_token),
+            Err(_) => chant.feed(view.as_array().iter().map(|&t| to_token(t))),
+        });
+    }
+    let mut piece: Vec<Token> = Vec::with_capacity(PIECE);
+    let mut start: usize = 0;
+    loop {
+        piece.clear();
+        {
+            let view = array.try_readonly()?;
+            let tokens = view.as_array();
+            // Re-read every piece: another thread may have resized the array meanwhile.
+            let end = tokens.len().min(start.saturating_add(PIECE));
+            if start >= end {
+                return Ok(None);
+            }
+            piece.extend(tokens.slice(s![start..end]).iter().map(|&t| to_token(t)));
+            start = end;
+        }
+        if let Some(event) = py.detach(|| chant.feed_slice(&piece, |t| t)) {
+            return Ok(Some(event));
+        }
+    }
 }
 
 #[pymethods]
 impl ChantEngine {
     /// Build a detector (the Python subclass validates the arguments first). `_hash_key`
     /// (base, salt) replaces the secret random key: for tests that model the rule exactly.
+    /// `_event_type` builds events from their fields as keywords (default: a dict).
     #[new]
-    #[pyo3(signature = (content_chunk_size = 50, max_repeated_chunks = 8, *, ignore_whitespace = true, max_period = 1000, _hash_key = None))]
+    #[pyo3(signature = (content_chunk_size = 50, max_repeated_chunks = 8, *, ignore_whitespace = true, max_period = 1000, _hash_key = None, _event_type = None))]
     fn new(
+        py: Python<'_>,
         content_chunk_size: u64,
         max_repeated_chunks: u64,
         ignore_whitespace: bool,
         max_period: u64,
         _hash_key: Option<(u64, u64)>,
+        _event_type: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let config = ChantConfig {
             window: content_chunk_size,
@@ -222,36 +396,58 @@ impl ChantEngine {
             ignore_whitespace,
         };
         if let Some(problem) = config.problem() {
-            return Err(PyValueError::new_err(problem));
+            return Err(PyValueError::new_err(format!("ChantDetector.{problem}")));
         }
         let key = _hash_key.map_or_else(HashKey::random, |(base, salt)| HashKey { base, salt });
+        let event_type = match _event_type {
+            Some(event_type) if event_type.bind(py).is_callable() => event_type,
+            Some(_) => return Err(PyTypeError::new_err("_event_type must be callable")),
+            None => py.get_type::<PyDict>().into_any().unbind(),
+        };
         Ok(ChantEngine {
-            stream: Mutex::new(Stream::Fresh),
+            state: Mutex::new(State {
+                stream: Stream::Fresh,
+                event: None,
+            }),
             config,
             key,
+            event_type,
         })
     }
 
     /// Feed one chunk of text; returns a `ChantEvent` when chanting is found in this chunk.
     #[pyo3(signature = (text, /))]
-    fn feed(slf: &Bound<'_, Self>, text: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
-        let engine = slf.get();
-        let found = scan_text(text, "text", |input| -> PyResult<Option<ChantEvent<u32>>> {
-            let mut stream = engine.lock();
-            let chant = engine.text_chant(&mut stream)?;
-            Ok(chant.feed_text(input))
-        })??;
-        match found {
-            Some(event) => Ok(Some(Self::emit(slf, text_parts(slf.py(), event)?)?)),
-            None => Ok(None),
-        }
+    fn feed(&self, text: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
+        let py = text.py();
+        let (config, key) = (self.config, self.key);
+        let mut outcome: PyResult<Option<Found>> = Ok(None);
+        let mut reading = false;
+        scan_text(text, "text", &self.state, |state, input, piece| {
+            if piece.first {
+                match Self::undelivered(state) {
+                    // Latched: the input is ignored.
+                    Some(found) => outcome = Ok(found),
+                    None => match state.stream.text_chant(config, key) {
+                        Ok(_) => reading = true,
+                        Err(error) => outcome = Err(error),
+                    },
+                }
+            }
+            if let (true, Stream::Text(chant)) = (reading, &mut state.stream) {
+                if let Some(event) = chant.feed_text(input) {
+                    outcome = Ok(Some(Found::Text(event)));
+                    reading = false;
+                }
+            }
+        })?;
+        self.deliver(py, outcome?)
     }
 
-    /// Feed a 1-D numpy array of token ids (int32, int64 or uint32), read without copying.
+    /// Feed a 1-D numpy array of token ids (int32, int64 or uint32), read without copying
+    /// while short.
     #[pyo3(signature = (tokens, /))]
-    fn feed_tokens(slf: &Bound<'_, Self>, tokens: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
-        let py = slf.py();
-        let engine = slf.get();
+    fn feed_tokens(&self, tokens: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
+        let py = tokens.py();
         let array = tokens
             .cast::<PyUntypedArray>()
             .map_err(|_| PyTypeError::new_err(format!("tokens must be a numpy array, got {}", type_name(tokens))))?;
@@ -261,40 +457,38 @@ impl ChantEngine {
                 array.ndim()
             )));
         }
-        let found = if let Ok(a) = array.cast::<PyArray1<i32>>() {
-            let view = a.try_readonly()?;
-            match view.as_slice() {
-                Ok(slice) => engine.feed_token_slice(py, slice, |t| Token(i64::from(t) as u64))?,
-                Err(_) => engine.feed_token_slice(py, &view.as_array().to_vec(), |t| Token(i64::from(t) as u64))?,
+        let found = {
+            // Locked before the array is read: waiting for the lock releases the interpreter,
+            // and another thread could resize the array meanwhile.
+            let mut state = lock(py, &self.state);
+            match Self::undelivered(&state) {
+                Some(found) => found,
+                None => {
+                    let chant = state.stream.token_chant(self.config, self.key)?;
+                    let event = if let Ok(a) = array.cast::<PyArray1<i32>>() {
+                        scan_tokens(py, a, chant, |t| Token(i64::from(t) as u64))?
+                    } else if let Ok(a) = array.cast::<PyArray1<i64>>() {
+                        scan_tokens(py, a, chant, |t| Token(t as u64))?
+                    } else if let Ok(a) = array.cast::<PyArray1<u32>>() {
+                        scan_tokens(py, a, chant, |t| Token(u64::from(t)))?
+                    } else {
+                        return Err(PyTypeError::new_err(format!(
+                            "tokens must have dtype int32, int64 or uint32, got {}",
+                            array.dtype()
+                        )));
+                    };
+                    event.map(Found::Tokens)
+                }
             }
-        } else if let Ok(a) = array.cast::<PyArray1<i64>>() {
-            let view = a.try_readonly()?;
-            match view.as_slice() {
-                Ok(slice) => engine.feed_token_slice(py, slice, |t| Token(t as u64))?,
-                Err(_) => engine.feed_token_slice(py, &view.as_array().to_vec(), |t| Token(t as u64))?,
-            }
-        } else if let Ok(a) = array.cast::<PyArray1<u32>>() {
-            let view = a.try_readonly()?;
-            match view.as_slice() {
-                Ok(slice) => engine.feed_token_slice(py, slice, |t| Token(u64::from(t)))?,
-                Err(_) => engine.feed_token_slice(py, &view.as_array().to_vec(), |t| Token(u64::from(t)))?,
-            }
-        } else {
-            return Err(PyTypeError::new_err(format!(
-                "tokens must have dtype int32, int64 or uint32, got {}",
-                array.dtype()
-            )));
         };
-        match found {
-            Some(event) => Ok(Some(Self::emit(slf, token_parts(py, event)?)?)),
-            None => Ok(None),
-        }
+        self.deliver(py, found)
     }
 
     /// Forget the stream (text or tokens) and any chant found; start afresh.
-    fn reset(&self) {
-        let mut stream = self.lock();
-        *stream = match std::mem::replace(&mut *stream, Stream::Fresh) {
+    fn reset(&self, py: Python<'_>) {
+        let mut state = lock(py, &self.state);
+        let event = state.event.take();
+        state.stream = match std::mem::replace(&mut state.stream, Stream::Fresh) {
             Stream::Text(mut chant) => {
                 chant.reset();
                 Stream::Reset(Box::new(Stream::Text(chant)))
@@ -305,13 +499,30 @@ impl ChantEngine {
             }
             other => other,
         };
+        drop(state);
+        // The old event is released with the lock free (dropping it may run Python code).
+        drop(event);
+    }
+
+    /// The chant found since creation or `reset()`, or None.
+    #[getter]
+    fn event(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let found = {
+            let state = lock(py, &self.state);
+            if let Some(event) = &state.event {
+                return Ok(Some(event.clone_ref(py)));
+            }
+            state.stream.found()
+        };
+        self.deliver(py, found)?;
+        Ok(lock(py, &self.state).event.as_ref().map(|e| e.clone_ref(py)))
     }
 
     /// Characters or tokens consumed since creation or `reset()` (it stops growing once
     /// chanting is found).
     #[getter]
-    fn position(&self) -> u64 {
-        match &*self.lock() {
+    fn position(&self, py: Python<'_>) -> u64 {
+        match &lock(py, &self.state).stream {
             Stream::Fresh | Stream::Reset(_) => 0,
             Stream::Text(chant) => chant.position(),
             Stream::Tokens(chant) => chant.position(),
@@ -367,7 +578,7 @@ impl TextGuard {
             guard.finished.store(true, Ordering::Release);
             return Ok(None);
         };
-        let Some(event) = ChantEngine::feed(guard.detector.bind(py), &chunk)? else {
+        let Some(event) = guard.detector.get().feed(&chunk)? else {
             return Ok(Some(chunk.unbind()));
         };
         guard.finished.store(true, Ordering::Release);

@@ -15,7 +15,16 @@ mod _core {
     use pyo3::prelude::*;
 
     #[pymodule_export]
-    use crate::session::SessionEngine;
+    use crate::session::{check_session_config, SessionEngine};
+
+    #[pymodule_export]
+    const MAX_CYCLE_PERIOD: u64 = doomloop_engine::session::MAX_CYCLE_PERIOD;
+
+    #[pymodule_export]
+    const MAX_CYCLE_REPEATS: u64 = doomloop_engine::session::MAX_CYCLE_REPEATS;
+
+    #[pymodule_export]
+    const MAX_THRESHOLD: u32 = crate::tool_loop::MAX_THRESHOLD;
 
     #[pymodule_export]
     use crate::tool_loop::{

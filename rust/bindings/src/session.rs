@@ -13,10 +13,10 @@ use doomloop_engine::ring::Ring;
 use doomloop_engine::session::{Finding, Session, SessionConfig};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyString};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
 
-use crate::canonical::{fingerprint, fingerprint_str};
-use crate::chant::scan_text;
+use crate::canonical::{fingerprint, fingerprint_str, is_huge_negative};
+use crate::chant::{lock, scan_text};
 
 /// Action types kept for `DoomLoopEvent.action_history`.
 const RECENT_TYPES: usize = 10;
@@ -48,9 +48,8 @@ fn finding_code(finding: Option<Finding>) -> Option<u8> {
 }
 
 impl SessionEngine {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // No code path panics while holding the lock; recover the data if one ever did.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, State> {
+        lock(py, &self.state)
     }
 
     fn now(&self, py: Python<'_>) -> PyResult<f64> {
@@ -68,13 +67,15 @@ impl SessionEngine {
     /// released), then re-run the checks.
     fn record_output(slf: &Bound<'_, Self>, text: &Bound<'_, PyAny>, whole: bool) -> PyResult<()> {
         let name = if whole { "text" } else { "chunk" };
-        let engine = slf.get();
-        scan_text(text, name, |input| {
-            let mut state = engine.lock();
-            if whole {
-                state.session.record_response(input);
-            } else {
-                state.session.record_output_chunk(input);
+        scan_text(text, name, &slf.get().state, |state, input, piece| {
+            // A whole response is framed as one streamed response, however many pieces it
+            // is scanned in.
+            if whole && piece.first {
+                state.session.end_response();
+            }
+            state.session.record_output_chunk(input);
+            if whole && piece.last {
+                state.session.end_response();
             }
         })?;
         Self::observe(slf)?;
@@ -85,7 +86,7 @@ impl SessionEngine {
     fn observe(slf: &Bound<'_, Self>) -> PyResult<Option<Finding>> {
         let engine = slf.get();
         let now = engine.now(slf.py())?;
-        let (finding, new_episode) = engine.lock().session.observe(now);
+        let (finding, new_episode) = engine.lock(slf.py()).session.observe(now);
         if new_episode {
             slf.call_method1("_on_loop_episode", (finding_code(finding),))?;
         }
@@ -102,6 +103,72 @@ fn read<'py, T: FromPyObjectOwned<'py>>(config: &Bound<'py, PyAny>, name: &str) 
 
 use pyo3::conversion::FromPyObjectOwned;
 
+/// `record_action`'s `duration`: an int or float (not a bool) of seconds, >= 0.
+fn seconds(value: &Bound<'_, PyAny>) -> PyResult<f64> {
+    let number = if value.is_instance_of::<PyBool>() {
+        None
+    } else if let Ok(float) = value.cast::<PyFloat>() {
+        Some(float.value())
+    } else if let Ok(int) = value.cast::<PyInt>() {
+        // Any int: past 2**1024 it is an infinite number of seconds.
+        Some(int.extract::<f64>().unwrap_or(if is_huge_negative(int) {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        }))
+    } else {
+        None
+    };
+    match number {
+        Some(seconds) if seconds >= 0.0 => Ok(seconds),
+        Some(negative) => Err(PyValueError::new_err(format!(
+            "duration must be a non-negative number of seconds, got {negative}"
+        ))),
+        None => Err(PyTypeError::new_err(format!(
+            "duration must be an int or float number of seconds, got {}",
+            value
+                .get_type()
+                .name()
+                .map_or_else(|_| "an unknown type".to_owned(), |n| n.to_string())
+        ))),
+    }
+}
+
+/// The engine's settings from a `DoomLoopConfig`, checked: a setting the engine cannot honour
+/// is a ValueError naming it and its range (never clamped silently).
+fn session_config(config: &Bound<'_, PyAny>) -> PyResult<SessionConfig> {
+    let session_config = SessionConfig {
+        max_identical_actions: read(config, "max_identical_actions")?,
+        max_similar_actions: read(config, "max_similar_actions")?,
+        max_consecutive_failures: read(config, "max_consecutive_failures")?,
+        max_no_progress_steps: read(config, "max_no_progress_steps")?,
+        max_time_per_action: read(config, "max_time_per_action")?,
+        max_total_time: read(config, "max_total_time")?,
+        max_recovery_attempts: read(config, "max_recovery_attempts")?,
+        escalate_on_loop: read(config, "escalate_on_loop")?,
+        initial_backoff: read(config, "initial_backoff")?,
+        backoff_multiplier: read(config, "backoff_multiplier")?,
+        max_backoff: read(config, "max_backoff")?,
+        detect_cycles: read(config, "detect_cycles")?,
+        max_cycle_period: read(config, "max_cycle_period")?,
+        min_cycle_repeats: read(config, "min_cycle_repeats")?,
+        content_chunk_size: read(config, "content_chunk_size")?,
+        max_repeated_chunks: read(config, "max_repeated_chunks")?,
+    };
+    match session_config.problem() {
+        Some(problem) => Err(PyValueError::new_err(format!("DoomLoopConfig.{problem}"))),
+        None => Ok(session_config),
+    }
+}
+
+/// Raise ValueError if the engine cannot honour `config` (a `DoomLoopConfig` checks itself
+/// with this on construction).
+#[pyfunction]
+#[pyo3(signature = (config, /))]
+pub fn check_session_config(config: &Bound<'_, PyAny>) -> PyResult<()> {
+    session_config(config).map(drop)
+}
+
 #[pymethods]
 impl SessionEngine {
     /// Build from a validated `DoomLoopConfig` (the Python subclass validates it first).
@@ -115,27 +182,7 @@ impl SessionEngine {
                 ));
             }
         }
-        let session_config = SessionConfig {
-            max_identical_actions: read(config, "max_identical_actions")?,
-            max_similar_actions: read(config, "max_similar_actions")?,
-            max_consecutive_failures: read(config, "max_consecutive_failures")?,
-            max_no_progress_steps: read(config, "max_no_progress_steps")?,
-            max_time_per_action: read(config, "max_time_per_action")?,
-            max_total_time: read(config, "max_total_time")?,
-            max_recovery_attempts: read(config, "max_recovery_attempts")?,
-            escalate_on_loop: read(config, "escalate_on_loop")?,
-            initial_backoff: read(config, "initial_backoff")?,
-            backoff_multiplier: read(config, "backoff_multiplier")?,
-            max_backoff: read(config, "max_backoff")?,
-            detect_cycles: read(config, "detect_cycles")?,
-            max_cycle_period: read(config, "max_cycle_period")?,
-            min_cycle_repeats: read(config, "min_cycle_repeats")?,
-            content_chunk_size: read(config, "content_chunk_size")?,
-            max_repeated_chunks: read(config, "max_repeated_chunks")?,
-        };
-        if let Some(problem) = session_config.chant_config().problem() {
-            return Err(PyValueError::new_err(format!("DoomLoopConfig: {problem}")));
-        }
+        let session_config = session_config(config)?;
         Ok(SessionEngine {
             state: Mutex::new(State {
                 session: Session::new(session_config),
@@ -149,21 +196,21 @@ impl SessionEngine {
     /// recovery attempts, events and backoff.
     fn start_session(&self, py: Python<'_>) -> PyResult<()> {
         let now = self.now(py)?;
-        let mut state = self.lock();
+        let mut state = self.lock(py);
         state.session.start(now);
         state.recent_types.clear();
         Ok(())
     }
 
     /// Record one action and re-run the checks.
-    #[pyo3(signature = (action_type, args, result, success, duration = 0.0, metadata = None))]
+    #[pyo3(signature = (action_type, args, result, success, duration = None, metadata = None))]
     fn record_action(
         slf: &Bound<'_, Self>,
         action_type: &Bound<'_, PyAny>,
         args: &Bound<'_, PyAny>,
         result: &Bound<'_, PyAny>,
         success: &Bound<'_, PyAny>,
-        duration: f64,
+        duration: Option<&Bound<'_, PyAny>>,
         metadata: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let action_type = action_type
@@ -173,11 +220,7 @@ impl SessionEngine {
             .cast::<PyBool>()
             .map_err(|_| PyTypeError::new_err("success must be a bool"))?
             .is_true();
-        if duration.is_nan() || duration < 0.0 {
-            return Err(PyValueError::new_err(
-                "duration must be a non-negative number of seconds",
-            ));
-        }
+        let duration = duration.map_or(Ok(0.0), seconds)?;
         if let Some(metadata) = metadata {
             if !metadata.is_none() && !metadata.is_instance_of::<PyDict>() {
                 return Err(PyTypeError::new_err("metadata must be a dict or None"));
@@ -196,7 +239,7 @@ impl SessionEngine {
             fingerprint(result)
         };
         {
-            let mut state = slf.get().lock();
+            let mut state = slf.get().lock(slf.py());
             state
                 .session
                 .record_action(hash_action(kind, args_digest), kind, result_digest, success, duration);
@@ -218,23 +261,23 @@ impl SessionEngine {
     }
 
     /// The streamed response is complete: the next piece starts a new response.
-    fn end_response(&self) {
-        self.lock().session.end_response();
+    fn end_response(&self, py: Python<'_>) {
+        self.lock(py).session.end_response();
     }
 
     /// Record a progress marker (it gates NO_PROGRESS and CIRCULAR_PLAN).
-    fn mark_progress(&self, marker: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn mark_progress(&self, py: Python<'_>, marker: &Bound<'_, PyAny>) -> PyResult<()> {
         if !marker.is_instance_of::<PyString>() {
             return Err(PyTypeError::new_err("marker must be a str"));
         }
-        self.lock().session.mark_progress();
+        self.lock(py).session.mark_progress();
         Ok(())
     }
 
     /// Record a plan state; returning to a state already seen is CIRCULAR_PLAN.
     fn record_plan(slf: &Bound<'_, Self>, state: &Bound<'_, PyAny>) -> PyResult<()> {
         let digest = fingerprint(state);
-        slf.get().lock().session.record_plan(digest);
+        slf.get().lock(slf.py()).session.record_plan(digest);
         Self::observe(slf)?;
         Ok(())
     }
@@ -245,25 +288,29 @@ impl SessionEngine {
     }
 
     /// Count one recovery attempt; True while more attempts are allowed.
-    fn increment_recovery(&self) -> bool {
-        self.lock().session.increment_recovery()
+    fn increment_recovery(&self, py: Python<'_>) -> bool {
+        self.lock(py).session.increment_recovery()
     }
 
     /// Reset the backoff delay to `initial_backoff`.
-    fn reset_backoff(&self) {
-        self.lock().session.reset_backoff();
+    fn reset_backoff(&self, py: Python<'_>) {
+        self.lock(py).session.reset_backoff();
     }
 
     /// The current finding's code and the recovery ladder's rung for it.
     fn _evaluate(slf: &Bound<'_, Self>) -> PyResult<(Option<u8>, u8)> {
         let finding = Self::observe(slf)?;
-        let recovery = slf.get().lock().session.recovery(finding.map(Finding::loop_type));
+        let recovery = slf
+            .get()
+            .lock(slf.py())
+            .session
+            .recovery(finding.map(Finding::loop_type));
         Ok((finding_code(finding), recovery as u8))
     }
 
     /// The delay to wait now; advances the stored delay (capped at `max_backoff`).
-    fn _next_backoff(&self) -> f64 {
-        self.lock().session.next_backoff()
+    fn _next_backoff(&self, py: Python<'_>) -> f64 {
+        self.lock(py).session.next_backoff()
     }
 
     /// Counters for `get_stats()`: (total, successful, failed, loop events, recovery
@@ -271,7 +318,7 @@ impl SessionEngine {
     #[allow(clippy::type_complexity)]
     fn _stats(&self, py: Python<'_>) -> PyResult<(u64, u64, u64, u64, u64, u64, f64, f64)> {
         let now = self.now(py)?;
-        let state = self.lock();
+        let state = self.lock(py);
         let s = state.session.stats();
         Ok((
             s.total_actions,
@@ -287,7 +334,7 @@ impl SessionEngine {
 
     /// The last ten action types, oldest first.
     fn _recent_action_types(&self, py: Python<'_>) -> Vec<Py<PyString>> {
-        let state = self.lock();
+        let state = self.lock(py);
         let mut types: Vec<Py<PyString>> = state
             .recent_types
             .iter_newest_first()
@@ -299,7 +346,7 @@ impl SessionEngine {
 
     /// Capacity of the action ring buffer (bounded by the thresholds, not the session length).
     #[getter]
-    fn _history_capacity(&self) -> usize {
-        self.lock().session.history_capacity()
+    fn _history_capacity(&self, py: Python<'_>) -> usize {
+        self.lock(py).session.history_capacity()
     }
 }

@@ -186,23 +186,57 @@ impl ChantConfig {
         (self.min_repeats + 1) * self.max_distance() + self.window
     }
 
-    /// Why this configuration is unusable, if it is.
-    pub fn problem(&self) -> Option<&'static str> {
-        if self.window == 0 || self.min_repeats == 0 || self.max_period == 0 {
-            return Some("content_chunk_size, max_repeated_chunks and max_period must be >= 1");
+    /// Why this configuration is unusable, if it is: the message names the setting to change
+    /// (as `ChantDetector` calls it) and the range it accepts given the others.
+    pub fn problem(&self) -> Option<String> {
+        for (name, value) in [
+            ("content_chunk_size", self.window),
+            ("max_repeated_chunks", self.min_repeats),
+            ("max_period", self.max_period),
+        ] {
+            if value == 0 {
+                return Some(format!("{name} must be >= 1, got 0"));
+            }
         }
-        if self.max_period.saturating_add(self.window) > MAX_DISTANCE || self.min_repeats > MAX_REPEATS {
-            return Some("max_period + content_chunk_size and max_repeated_chunks must be <= 65535");
+        if self.max_period >= MAX_DISTANCE {
+            return Some(format!(
+                "max_period must be <= {}, got {}",
+                MAX_DISTANCE - 1,
+                self.max_period
+            ));
         }
-        let history = self
-            .min_repeats
-            .checked_add(1)
-            .and_then(|r| r.checked_mul(self.max_period + self.window))
-            .and_then(|h| h.checked_add(self.window));
-        match history {
-            Some(h) if h <= MAX_HISTORY => None,
-            _ => Some("(max_repeated_chunks + 1) * (max_period + content_chunk_size) is too large"),
+        if self.window > self.most_window() {
+            return Some(format!(
+                "content_chunk_size must be <= {} with max_period={}, got {}",
+                self.most_window(),
+                self.max_period,
+                self.window
+            ));
         }
+        if self.min_repeats > self.most_repeats() {
+            return Some(format!(
+                "max_repeated_chunks must be <= {} with content_chunk_size={} and max_period={}, got {}",
+                self.most_repeats(),
+                self.window,
+                self.max_period,
+                self.min_repeats
+            ));
+        }
+        None
+    }
+
+    /// The longest window this `max_period` (below `MAX_DISTANCE`) allows.
+    pub fn most_window(&self) -> u64 {
+        MAX_DISTANCE.saturating_sub(self.max_period)
+    }
+
+    /// The most repeats this window and period (within `MAX_DISTANCE`) allow: the history
+    /// must fit `MAX_HISTORY` (at least one repeat always fits, since 3 * 65535 < 2^21).
+    pub fn most_repeats(&self) -> u64 {
+        let distance = (self.max_period + self.window).max(1);
+        (MAX_HISTORY.saturating_sub(self.window) / distance)
+            .saturating_sub(1)
+            .min(MAX_REPEATS)
     }
 
     /// The nearest usable configuration (the session engine clamps instead of failing).

@@ -13,6 +13,13 @@ use crate::ring::Ring;
 /// Plan states remembered for CIRCULAR_PLAN (oldest forgotten first).
 pub const PLAN_STATES_CAP: usize = 4096;
 
+/// Longest action cycle CIRCULAR_PLAN watches (`max_cycle_period`): each period up to it
+/// keeps a counter updated on every action.
+pub const MAX_CYCLE_PERIOD: u64 = 64;
+
+/// Most repeats of a cycle CIRCULAR_PLAN can be asked to wait for (`min_cycle_repeats`).
+pub const MAX_CYCLE_REPEATS: u64 = 1024;
+
 /// Loop types, in the order of `DoomLoopType`'s members.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LoopType {
@@ -59,7 +66,8 @@ pub enum Recovery {
     Abort = 4,
 }
 
-/// Thresholds, already validated by the Python layer (the engine clamps defensively).
+/// Thresholds; [`SessionConfig::problem`] says whether they are usable (`Session::new` clamps
+/// an unusable one defensively, so callers check first).
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
     pub max_identical_actions: u64,
@@ -105,6 +113,47 @@ impl Default for SessionConfig {
 }
 
 impl SessionConfig {
+    /// Why these settings are unusable, if they are: the message names the setting (as
+    /// `DoomLoopConfig` calls it) and the range it accepts.
+    pub fn problem(&self) -> Option<String> {
+        for (name, value) in [
+            ("max_identical_actions", self.max_identical_actions),
+            ("max_similar_actions", self.max_similar_actions),
+            ("max_consecutive_failures", self.max_consecutive_failures),
+            ("max_no_progress_steps", self.max_no_progress_steps),
+        ] {
+            if value == 0 {
+                return Some(format!("{name} must be >= 1, got 0"));
+            }
+        }
+        for (name, value, most) in [
+            ("max_cycle_period", self.max_cycle_period, MAX_CYCLE_PERIOD),
+            ("min_cycle_repeats", self.min_cycle_repeats, MAX_CYCLE_REPEATS),
+        ] {
+            if !(2..=most).contains(&value) {
+                return Some(format!("{name} must be in 2..={most}, got {value}"));
+            }
+        }
+        // The chant detector's own max_period is not a session setting: name only these two.
+        let chant = self.chant_config();
+        if !(1..=chant.most_window()).contains(&chant.window) {
+            return Some(format!(
+                "content_chunk_size must be in 1..={}, got {}",
+                chant.most_window(),
+                self.content_chunk_size
+            ));
+        }
+        if !(1..=chant.most_repeats()).contains(&chant.min_repeats) {
+            return Some(format!(
+                "max_repeated_chunks must be in 1..={} with content_chunk_size={}, got {}",
+                chant.most_repeats(),
+                self.content_chunk_size,
+                self.max_repeated_chunks
+            ));
+        }
+        None
+    }
+
     /// The REPEATED_OUTPUT detector's settings (check `problem()` before trusting them:
     /// `Session::new` clamps an unusable one).
     pub fn chant_config(&self) -> ChantConfig {
@@ -450,8 +499,8 @@ fn clamp(mut config: SessionConfig) -> SessionConfig {
     ] {
         *threshold = (*threshold).max(1);
     }
-    config.max_cycle_period = config.max_cycle_period.clamp(2, 64);
-    config.min_cycle_repeats = config.min_cycle_repeats.clamp(2, 1024);
+    config.max_cycle_period = config.max_cycle_period.clamp(2, MAX_CYCLE_PERIOD);
+    config.min_cycle_repeats = config.min_cycle_repeats.clamp(2, MAX_CYCLE_REPEATS);
     config
 }
 
