@@ -54,7 +54,7 @@ def test_plot_edge_cases(tmp_path: pathlib.Path) -> None:
     pytest.importorskip("matplotlib")
     empty = LoopEvaluator().run({"score_history": []}, guard_events=[{"type": "doom_loop"}])
     assert empty.plot(tmp_path / "empty.png").read_bytes().startswith(PNG_SIGNATURE)
-    long = LoopEvaluator(threshold=float("inf")).run(
+    long = LoopEvaluator(threshold=100.0).run(
         {"score_history": [float(i % 10) for i in range(5000)]},
         guard_events=[{"level": "critical", "iteration": i} for i in range(1, 5000, 7)],
     )

@@ -13,15 +13,19 @@ __all__ = [
     "GuardVerdict",
     "HASH_DETACH_THRESHOLD",
     "LoopVerdict",
+    "MAX_CYCLE_PERIOD",
+    "MAX_CYCLE_REPEATS",
     "MAX_DEPTH",
     "MAX_GUARD_WINDOW",
     "MAX_HISTORY_SIZE",
+    "MAX_THRESHOLD",
     "SessionEngine",
     "TextGuard",
     "ToolCallDecision",
     "ToolLoopEngine",
     "ToolOutcome",
     "__version__",
+    "check_session_config",
     "fingerprint",
     "tool_result_hash",
 ]
@@ -47,11 +51,12 @@ class SessionEngine:
         args: Any,
         result: Any,
         success: bool,
-        duration: float = 0.0,
+        duration: Optional[float] = None,
         metadata: Optional[dict[str, Any]] = None,
     ) -> None:
-        """Record one action and re-run the checks. ``metadata`` is accepted for upstream
-        compatibility and not retained (memory stays bounded)."""
+        """Record one action and re-run the checks. ``duration`` is an int or float number
+        of seconds >= 0 (None: 0). ``metadata`` is accepted for upstream compatibility and
+        not retained (memory stays bounded)."""
     def mark_progress(self, marker: str) -> None:
         """Record real progress; it gates NO_PROGRESS and CIRCULAR_PLAN."""
     def record_plan(self, state: object) -> None:
@@ -80,6 +85,16 @@ class SessionEngine:
 
 MAX_HISTORY_SIZE: int
 """Largest ``history_size`` a tool-loop detector accepts."""
+MAX_THRESHOLD: int
+"""Largest tool-loop threshold accepted (2**31 - 1)."""
+MAX_CYCLE_PERIOD: int
+"""Largest ``DoomLoopConfig.max_cycle_period`` (64)."""
+MAX_CYCLE_REPEATS: int
+"""Largest ``DoomLoopConfig.min_cycle_repeats`` (1024)."""
+
+def check_session_config(config: Any, /) -> None:
+    """Raise ValueError, naming the setting and its range, if the engine cannot honour this
+    ``DoomLoopConfig`` (its output settings' joint limits)."""
 MAX_GUARD_WINDOW: int
 """Largest post-compaction guard window accepted."""
 
@@ -273,6 +288,7 @@ class ChantEngine:
         ignore_whitespace: bool = True,
         max_period: int = 1000,
         _hash_key: Optional[Tuple[int, int]] = None,
+        _event_type: Optional[Callable[..., Any]] = None,
     ) -> "ChantEngine": ...
     def feed(self, text: str, /) -> Optional[ChantEvent]:
         """Feed one chunk of text; returns a ``ChantEvent`` when chanting is found in it,
@@ -282,6 +298,9 @@ class ChantEngine:
         copying; returns a ``ChantEvent`` when chanting is found in it, else None."""
     def reset(self) -> None:
         """Forget the stream and any chant found."""
+    @property
+    def event(self) -> Optional[ChantEvent]:
+        """The chant found since creation or ``reset()``, or None."""
     @property
     def position(self) -> int:
         """Characters or tokens consumed since creation or ``reset()``."""

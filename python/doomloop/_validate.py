@@ -5,25 +5,40 @@ from __future__ import annotations
 import math
 
 
-def positive_int(owner: str, name: str, value: object, *, minimum: int = 1) -> int:
-    """``value`` as an int >= ``minimum``; TypeError/ValueError naming ``owner.name`` otherwise."""
+U64_MAX = (1 << 64) - 1
+"""The largest count the engine's counters hold."""
+
+
+def positive_int(owner: str, name: str, value: object, *, minimum: int = 1, maximum: int = U64_MAX) -> int:
+    """``value`` as an int in ``minimum..=maximum``; TypeError/ValueError naming ``owner.name``
+    and the bound it breaks otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{owner}.{name} must be an int, got {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{owner}.{name} must be >= {minimum}, got {value}")
-    return value
+    if value > maximum:
+        raise ValueError(f"{owner}.{name} must be <= {maximum}, got {value}")
+    return int(value)
 
 
-def number(owner: str, name: str, value: object, *, minimum: float = 0.0, strict: bool = False) -> float:
-    """``value`` as a float that is not NaN and is >= ``minimum`` (> when ``strict``)."""
+def number(
+    owner: str, name: str, value: object, *, minimum: float = 0.0, strict: bool = False, maximum: float = math.inf
+) -> float:
+    """``value`` as a float that is not NaN, is >= ``minimum`` (> when ``strict``) and is
+    <= ``maximum``; TypeError/ValueError naming ``owner.name`` and the bound otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{owner}.{name} must be a number, got {type(value).__name__}")
-    result = float(value)
+    try:
+        result = float(value)
+    except OverflowError:
+        raise ValueError(f"{owner}.{name} must be <= {maximum}, got an int too large for a float") from None
     if math.isnan(result):
         raise ValueError(f"{owner}.{name} must not be NaN")
     if result < minimum or (strict and result == minimum):
         bound = ">" if strict else ">="
         raise ValueError(f"{owner}.{name} must be {bound} {minimum}, got {value}")
+    if result > maximum:
+        raise ValueError(f"{owner}.{name} must be <= {maximum}, got {value}")
     return result
 
 

@@ -41,8 +41,6 @@ from .enums import DoomLoopType
 __all__ = ["CHANT_DETACH_THRESHOLD", "ChantDetector", "ChantEvent", "ChantingDetected"]
 
 _OWNER = "ChantDetector"
-_DISPLAY = 120
-"""Characters (or tokens) of the repeated window kept in an event."""
 
 
 @dataclass(frozen=True)
@@ -112,9 +110,6 @@ class ChantDetector(ChantEngine):
     released.
     """
 
-    event: Optional[ChantEvent]
-    """The chant found since creation or :meth:`reset`, or None."""
-
     def __new__(
         cls,
         content_chunk_size: int = 50,
@@ -135,19 +130,6 @@ class ChantDetector(ChantEngine):
             ignore_whitespace=ignore_whitespace,
             max_period=max_period,
             _hash_key=_hash_key,
+            _event_type=ChantEvent,
         )
-        self = cast("ChantDetector", engine)
-        self.event = None
-        return self
-
-    def reset(self) -> None:
-        """Forget the stream and any chant found; the next feed starts a new stream (and
-        may switch between text and token ids)."""
-        super().reset()
-        self.event = None
-
-    def _make_event(self, start: int, end: int, period: Optional[int], count: int, window: Union[str, Tuple[int, ...]]) -> ChantEvent:
-        # Called by the engine, with its lock released, when it confirms a chant.
-        event = ChantEvent(window=window[:_DISPLAY], count=count, period=period, start=start, end=end)
-        self.event = event
-        return event
+        return cast("ChantDetector", engine)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._core import MAX_CYCLE_PERIOD, MAX_CYCLE_REPEATS, check_session_config
 from ._validate import boolean, number, positive_int
 
 if TYPE_CHECKING:
     from typing import Any
 
 _OWNER = "DoomLoopConfig"
+
+MAX_BACKOFF = 1e9
+"""Largest backoff delay accepted, in seconds (``time.sleep`` cannot sleep for much longer)."""
 
 # (field, default) in declaration order: the constructor's positional order, repr and equality.
 _FIELDS = (
@@ -97,23 +101,29 @@ class DoomLoopConfig:
             "max_recovery_attempts": (max_recovery_attempts, 0),
             "max_repeated_chunks": (max_repeated_chunks, 1),
             "content_chunk_size": (content_chunk_size, 1),
-            "max_cycle_period": (max_cycle_period, 2),
-            "min_cycle_repeats": (min_cycle_repeats, 2),
         }
         for name, (value, minimum) in ints.items():
             self._set(name, positive_int(_OWNER, name, value, minimum=minimum))
+        self._set("max_cycle_period", positive_int(_OWNER, "max_cycle_period", max_cycle_period, minimum=2, maximum=MAX_CYCLE_PERIOD))
+        self._set(
+            "min_cycle_repeats", positive_int(_OWNER, "min_cycle_repeats", min_cycle_repeats, minimum=2, maximum=MAX_CYCLE_REPEATS)
+        )
         similarity = number(_OWNER, "similarity_threshold", similarity_threshold)
         if similarity > 1.0:
             raise ValueError(f"{_OWNER}.similarity_threshold must be <= 1.0, got {similarity}")
         self._set("similarity_threshold", similarity)
         self._set("max_time_per_action", number(_OWNER, "max_time_per_action", max_time_per_action, strict=True))
         self._set("max_total_time", number(_OWNER, "max_total_time", max_total_time, strict=True))
-        self._set("initial_backoff", number(_OWNER, "initial_backoff", initial_backoff))
-        self._set("backoff_multiplier", number(_OWNER, "backoff_multiplier", backoff_multiplier, minimum=1.0))
-        self._set("max_backoff", number(_OWNER, "max_backoff", max_backoff))
+        self._set("initial_backoff", number(_OWNER, "initial_backoff", initial_backoff, maximum=MAX_BACKOFF))
+        self._set(
+            "backoff_multiplier", number(_OWNER, "backoff_multiplier", backoff_multiplier, minimum=1.0, maximum=MAX_BACKOFF)
+        )
+        self._set("max_backoff", number(_OWNER, "max_backoff", max_backoff, maximum=MAX_BACKOFF))
         self._set("enable_auto_recovery", boolean(_OWNER, "enable_auto_recovery", enable_auto_recovery))
         self._set("escalate_on_loop", boolean(_OWNER, "escalate_on_loop", escalate_on_loop))
         self._set("detect_cycles", boolean(_OWNER, "detect_cycles", detect_cycles))
+        # What the engine alone knows: the output settings' joint limits.
+        check_session_config(self)
 
     def _set(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import _log, _validate
-from ._core import MAX_GUARD_WINDOW, MAX_HISTORY_SIZE
+from ._core import MAX_GUARD_WINDOW, MAX_HISTORY_SIZE, MAX_THRESHOLD
 
 __all__ = [
     "ConfigError",
@@ -41,7 +41,12 @@ _ORDERED = (
     ("warningThreshold", "criticalThreshold"),
     ("criticalThreshold", "globalCircuitBreakerThreshold"),
 )
-_CAPS = {"historySize": MAX_HISTORY_SIZE, "windowSize": MAX_GUARD_WINDOW}
+_CAPS = {
+    "historySize": MAX_HISTORY_SIZE,
+    "windowSize": MAX_GUARD_WINDOW,
+    **{key: MAX_THRESHOLD for key in _NUMBERS if key != "historySize"},
+}
+_FIELD_CAPS = {name: _CAPS[key] for key, (name, _) in _NUMBERS.items()}
 
 
 class ConfigError(ValueError):
@@ -273,17 +278,11 @@ class LoopDetectionConfig:
     def __post_init__(self) -> None:
         if self.enabled is not None:
             _validate.boolean(_OWNER, "enabled", self.enabled)
-        for _, (name, _) in _NUMBERS.items():
-            _validate.positive_int(_OWNER, name, getattr(self, name))
-        _validate.positive_int(_OWNER, "post_compaction_window_size", self.post_compaction_window_size)
+        for name, cap in _FIELD_CAPS.items():
+            _validate.positive_int(_OWNER, name, getattr(self, name), maximum=cap)
+        _validate.positive_int(_OWNER, "post_compaction_window_size", self.post_compaction_window_size, maximum=MAX_GUARD_WINDOW)
         for name in _DETECTORS.values():
             _validate.boolean(_OWNER, name, getattr(self, name))
-        if self.history_size > MAX_HISTORY_SIZE:
-            raise ValueError(f"{_OWNER}.history_size must be <= {MAX_HISTORY_SIZE}, got {self.history_size}")
-        if self.post_compaction_window_size > MAX_GUARD_WINDOW:
-            raise ValueError(
-                f"{_OWNER}.post_compaction_window_size must be <= {MAX_GUARD_WINDOW}, got {self.post_compaction_window_size}"
-            )
 
     @classmethod
     def from_openclaw(
@@ -298,6 +297,7 @@ class LoopDetectionConfig:
         bad value falls back to its default (logged). ``cfg=None`` (no block at all) gives
         OpenClaw's defaults with ``enabled`` unset.
         """
+        _validate.boolean("LoopDetectionConfig.from_openclaw", "strict", strict)
         if cfg is None:
             return cls(enabled=None)
         blocks = _select(cfg, agent_id, strict)

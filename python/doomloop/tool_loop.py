@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from . import _log
+from . import _log, _validate
 from ._core import (
+    MAX_GUARD_WINDOW,
     GuardEngine,
     GuardVerdict,
     LoopVerdict,
@@ -171,13 +172,18 @@ class ToolLoopDetector(ToolLoopEngine):
 class PostCompactionGuard(GuardEngine):
     """The post-compaction guard on its own.
 
-    After :meth:`arm` it watches the next ``window_size`` outcomes; when one
-    (tool, args hash, result hash) triple fills the window, :meth:`observe` returns a verdict
-    with ``should_abort=True``, ``detector="compaction_loop_persisted"``, the tool name and
-    the count. Outside an armed window it never aborts. Thread-safe.
+    After :meth:`arm` it watches the next ``window_size`` outcomes (an int in
+    ``1..=MAX_GUARD_WINDOW``); when one (tool, args hash, result hash) triple fills the
+    window, :meth:`observe` returns a verdict with ``should_abort=True``,
+    ``detector="compaction_loop_persisted"``, the tool name and the count. Outside an armed
+    window it never aborts. Thread-safe.
     """
 
     __slots__ = ()
+
+    def __new__(cls, window_size: int = 3) -> "PostCompactionGuard":
+        _validate.positive_int("PostCompactionGuard", "window_size", window_size, maximum=MAX_GUARD_WINDOW)
+        return super().__new__(cls, window_size)
 
     def arm(self) -> int:
         """Start watching; logs ``post-compaction guard armed for N attempts``; returns N."""

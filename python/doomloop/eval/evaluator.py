@@ -10,6 +10,7 @@ import math
 import numbers
 import os
 import pathlib
+import sys
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, List, Optional, Union
@@ -27,6 +28,8 @@ MODES = ("optimize", "review")
 """The loop modes understood (read case-insensitively, surrounding blanks ignored)."""
 
 _OWNER = "LoopEvaluator"
+_MAX_THRESHOLD = sys.float_info.max
+"""Thresholds are finite: an infinite one could never be reached, nor missed."""
 
 
 class LoopEvaluator:
@@ -54,7 +57,7 @@ class LoopEvaluator:
         save_results_path: Union[str, "os.PathLike[str]", None] = None,
         verbose: bool = False,
     ) -> None:
-        self.threshold = None if threshold is None else number(_OWNER, "threshold", threshold, minimum=-math.inf)
+        self.threshold = None if threshold is None else number(_OWNER, "threshold", threshold, maximum=_MAX_THRESHOLD)
         self.max_wasted_iterations = positive_int(_OWNER, "max_wasted_iterations", max_wasted_iterations, minimum=0)
         self.eval_id = uuid.uuid4().hex[:8]
         if name is not None and not isinstance(name, str):
@@ -207,7 +210,7 @@ def _loop_threshold(loop_result: Any) -> float:
     raw = read_field(loop_result, "threshold")
     if not is_set(raw):
         return DEFAULT_THRESHOLD
-    return number("loop_result", "threshold", raw, minimum=-math.inf)
+    return number("loop_result", "threshold", raw, maximum=_MAX_THRESHOLD)
 
 
 def _duration(loop_result: Any) -> float:

@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from .._validate import positive_int
+
 __all__ = ["EvaluationLoopResult", "IterationResult"]
 
 
@@ -27,6 +29,10 @@ class IterationResult:
     timestamp: float = field(default_factory=time.time)
     """Seconds since the epoch when the iteration finished."""
     metadata: Dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # The score is checked where it is scored (LoopEvaluator.run names its position).
+        positive_int("IterationResult", "iteration", self.iteration)
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict of the fields, in declaration order."""
