@@ -30,8 +30,13 @@ def integer(value: int) -> int:
     return tagged("I", bytes([1 if value < 0 else 0]) + body)
 
 
-def model(value: Any) -> int:
-    """The model covers the JSON-like kinds plus bytes, sets and tuples."""
+MAX_DEPTH = 512
+"""Containers this many levels down hash as the too-deep marker ``X``."""
+
+
+def model(value: Any, path: tuple[int, ...] = ()) -> int:
+    """The model covers the JSON-like kinds plus bytes, sets and tuples, with cycles and the
+    depth cap (``path``: the ids of the containers open above ``value``)."""
     if value is None:
         return tagged("N", b"")
     if isinstance(value, bool):
@@ -47,11 +52,17 @@ def model(value: Any) -> int:
         return tagged("S", value.encode("utf-8", "surrogatepass"))
     if isinstance(value, (bytes, bytearray)):
         return tagged("Y", bytes(value))
+    if id(value) in path:
+        distance = len(path) - 1 - path.index(id(value))
+        return tagged("C", struct.pack("<Q", distance))
+    if len(path) >= MAX_DEPTH:
+        return tagged("X", b"")
+    inner = path + (id(value),)
     if isinstance(value, (list, tuple)):
-        return tagged("L", digests([model(v) for v in value]))
+        return tagged("L", digests([model(v, inner) for v in value]))
     if isinstance(value, dict):
-        pairs = sorted(tagged("P", digests([model(k), model(v)])) for k, v in value.items())
+        pairs = sorted(tagged("P", digests([model(k, inner), model(v, inner)])) for k, v in value.items())
         return tagged("D", digests(pairs))
     if isinstance(value, (set, frozenset)):
-        return tagged("T", digests(sorted(model(v) for v in value)))
+        return tagged("T", digests(sorted(model(v, inner) for v in value)))
     raise TypeError(f"the model does not cover {type(value).__name__}")

@@ -48,6 +48,29 @@ def test_engine_agrees_with_the_python_model(value: Any) -> None:
     assert fingerprint(value) == model(value)
 
 
+def _with_cycle(items: list[Any]) -> list[Any]:
+    items.append(items)
+    return items
+
+
+# Values whose sub-objects are shared (the same list, dict or tuple under several parents),
+# and some that contain themselves: the walk's digest reuse must not change the encoding.
+shared_values = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=3).map(lambda xs: xs + xs)
+    | st.tuples(children).map(lambda t: [t, {"again": t}, (t,)])
+    | st.dictionaries(st.text(max_size=3), children, max_size=3).map(lambda d: [d, [d], d])
+    | st.lists(children, max_size=3).map(_with_cycle),
+    max_leaves=30,
+)
+
+
+@given(shared_values)
+@settings(max_examples=300)
+def test_shared_and_cyclic_values_agree_with_the_model(value: Any) -> None:
+    assert fingerprint(value) == model(value)
+
+
 def test_published_vectors() -> None:
     # The digests in the vector file were computed by the pure-Python model (written from
     # the README's encoding, sharing no code with the engine). They pin the encoding: a
@@ -207,3 +230,131 @@ def test_reentrant_fingerprint_inside_model_dump() -> None:
             return {"inner": doomloop.fingerprint({"x": [1, 2]})}
 
     assert fingerprint([Reentrant()]) == fingerprint([Reentrant()])
+
+
+def _run_isolated(code: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    # A hang or a crash must fail the test, not the test run.
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
+
+
+def test_shared_sub_objects_cost_their_distinct_objects() -> None:
+    # 41 lists, each holding the next one twice: 2**40 paths. Before, this never finished.
+    result = _run_isolated(
+        "import doomloop\n"
+        "x = []\n"
+        "for _ in range(40):\n"
+        "    x = [x, x]\n"
+        "print(doomloop.fingerprint(x))\n",
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    # The digest is the tree's: compare at a depth where the tree can be built.
+    shared: list[Any] = []
+    for _ in range(12):
+        shared = [shared, shared]
+
+    def tree(depth: int) -> list[Any]:
+        return [] if depth == 0 else [tree(depth - 1), tree(depth - 1)]
+
+    assert fingerprint(shared) == fingerprint(tree(12)) == model(tree(12))
+    # Shared dicts, tuples, sets and objects too, and reuse never crosses the depth cap.
+    inner = {"k": (1, frozenset({2}))}
+    assert fingerprint([inner, inner, {"again": inner}]) == model([{"k": (1, frozenset({2}))}] * 2 + [{"again": {"k": (1, frozenset({2}))}}])
+    deep: list[Any] = [7]
+    for _ in range(_core.MAX_DEPTH - 3):
+        deep = [deep]
+    capped = [deep, [[deep]], [[[[[[deep]]]]]], [[deep]]]
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(10_000)  # the model recurses (two frames a level)
+    try:
+        assert fingerprint(capped) == model(capped)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def test_cycles_through_shared_objects_are_bounded() -> None:
+    # Every list lies on a cycle back to the root, so no digest can be reused: the re-walks
+    # are capped (MAX_REWALKS) instead of taking 2**40 steps.
+    result = _run_isolated(
+        "import doomloop\n"
+        "root = []\n"
+        "x = root\n"
+        "for _ in range(40):\n"
+        "    x = [x, x]\n"
+        "root.append(x)\n"
+        "a, b = doomloop.fingerprint(x), doomloop.fingerprint(x)\n"
+        "assert a == b, (a, b)\n",
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    # Small cycles through shared objects still hash exactly as the model says.
+    root: list[Any] = []
+    shared = [root, root]
+    root.append(shared)
+    assert fingerprint([shared, shared]) == model([shared, shared])
+
+
+def test_numpy_scalars_hash_as_the_python_values_they_equal() -> None:
+    import numpy as np
+
+    assert fingerprint(np.int64(5)) == fingerprint(5) == fingerprint(np.uint8(5)) == fingerprint(np.float64(5.0))
+    assert fingerprint(np.uint64(2**64 - 1)) == fingerprint(2**64 - 1)
+    assert fingerprint(np.int32(-3)) == fingerprint(-3)
+    assert fingerprint(np.bool_(True)) == fingerprint(True) != fingerprint(1)
+    assert fingerprint(np.float32(0.5)) == fingerprint(0.5)
+    assert fingerprint({"n": np.int64(2)}) == fingerprint({"n": 2})
+
+
+def test_subclass_overrides_are_not_asked() -> None:
+    class LyingStr(str):
+        def __len__(self) -> int:
+            return 10**9
+
+        def encode(self, *args: Any, **kwargs: Any) -> bytes:
+            return b"lie"
+
+    class LyingInt(int):
+        def __abs__(self) -> int:
+            return 1
+
+        def bit_length(self) -> int:
+            return 10**9
+
+        def to_bytes(self, *args: Any, **kwargs: Any) -> bytes:
+            return b"lie"
+
+        def __lt__(self, other: object) -> bool:
+            return True
+
+    class LyingSet(set):  # type: ignore[type-arg]
+        def __iter__(self) -> Any:
+            while True:
+                yield 1
+
+    for text in ["plain", "lone \udcff surrogate", "ü" * 70_000]:
+        assert fingerprint(LyingStr(text)) == fingerprint(text) == model(text)
+    for number in [2**100, -(2**100), 5]:
+        assert fingerprint(LyingInt(number)) == fingerprint(number) == model(number)
+    assert fingerprint(LyingSet({1, 2})) == fingerprint({1, 2})
+
+
+def test_long_non_ascii_text_leaves_no_copy_on_the_str() -> None:
+    text = "".join(chr(0x4E00 + i % 20_000) for i in range(200_000)) + "\udcff"
+    size = sys.getsizeof(text)
+    assert fingerprint(text) == model(text)
+    assert sys.getsizeof(text) == size
+    clean = "é" * 100_000
+    size = sys.getsizeof(clean)
+    assert fingerprint(clean) == model(clean)
+    assert sys.getsizeof(clean) == size
+
+
+@given(st.lists(st.lists(st.integers(0, 6), max_size=3), min_size=1, max_size=7), st.integers())
+@settings(max_examples=300)
+def test_random_graphs_of_lists_agree_with_the_model(edges: list[list[int]], leaf: int) -> None:
+    # Any graph of lists (shared children, cycles through them, self-loops): the digest
+    # reuse must give exactly the path-by-path encoding.
+    nodes: list[list[Any]] = [[leaf] for _ in edges]
+    for node, targets in zip(nodes, edges):
+        node.extend(nodes[t % len(nodes)] for t in targets)
+    assert fingerprint(nodes[0]) == model(nodes[0])

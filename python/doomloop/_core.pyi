@@ -18,6 +18,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_GUARD_WINDOW",
     "MAX_HISTORY_SIZE",
+    "MAX_REWALKS",
     "MAX_THRESHOLD",
     "SessionEngine",
     "TextGuard",
@@ -34,6 +35,9 @@ MAX_DEPTH: int
 """Containers nested deeper than this hash as a fixed "too deep" marker."""
 HASH_DETACH_THRESHOLD: int
 """Strings and bytes at least this long are hashed with the interpreter lock released."""
+MAX_REWALKS: int
+"""Re-walks of containers on a cycle through a shared object allowed in one fingerprint walk;
+further ones hash as the "too deep" marker."""
 
 def fingerprint(value: object, /) -> int:
     """The canonical 64-bit fingerprint of ``value`` (see the README). Never raises."""

@@ -29,10 +29,10 @@ pub const MAX_DEPTH: usize = 512;
 /// Strings and bytes at least this long are hashed with the interpreter released.
 pub const HASH_DETACH_THRESHOLD: usize = 1 << 20;
 
-/// Walks of a container met again whose digest cannot be reused (it lies on a cycle through
-/// a shared object, so its encoding depends on the path) allowed in one walk; past this,
-/// such a container hashes as the too-deep marker instead of being walked again. A tree
-/// never comes near it, so its encoding is unchanged.
+/// Walks of a container met again whose digest cannot be reused (something below it is a
+/// cycle, or was cut off by the depth cap, so its encoding may depend on the path) allowed in
+/// one walk; past this, such a container hashes as the too-deep marker instead of being walked
+/// again. A tree never meets a container twice, so its encoding is unchanged.
 pub const MAX_REWALKS: usize = 100_000;
 
 /// Non-ASCII strs at least this long (in code points) are encoded and hashed a piece of this
@@ -55,12 +55,11 @@ thread_local! {
 struct Seen {
     /// Held so the address cannot be reused by another object during the walk.
     _object: Py<PyAny>,
-    /// The digest wherever the container stands, and the height of the containers below it
-    /// (it holds at depths where that height stays under `MAX_DEPTH`); `None` when the
-    /// digest depends on the path (a cycle through an ancestor above it).
-    anywhere: Option<(u64, usize)>,
-    /// Digests of a container cut off by the depth cap, by the depth they hold at.
-    at_depth: Vec<(usize, u64)>,
+    /// The digest and the levels of containers below it, when it holds wherever the
+    /// container stands (at depths where those levels stay under `MAX_DEPTH`): nothing below
+    /// it was a cycle or cut off. Then what it reaches is acyclic, so no ancestor of a later
+    /// place can lie below it, and its subtree there is the same. `None` otherwise.
+    reusable: Option<(u64, usize)>,
 }
 
 /// Hashes an object address (already unique; mixing spreads the aligned low bits).
@@ -299,12 +298,11 @@ struct Frame<'py> {
     id: usize,
     /// The object whose digest this frame computes (the original of a converted mapping).
     object: Bound<'py, PyAny>,
-    /// Lowest frame index a cycle marker below this frame refers to (`usize::MAX`: none).
-    lowest_ref: usize,
     /// Levels of containers below this one.
     height: usize,
-    /// Whether the depth cap cut off something below this frame.
-    truncated: bool,
+    /// Whether a cycle marker, the depth cap or the re-walk cap stood below this frame (its
+    /// digest may then depend on where it stands).
+    path_dependent: bool,
 }
 
 enum Step<'py> {
@@ -315,11 +313,12 @@ enum Step<'py> {
     Replace(Bound<'py, PyAny>, Bound<'py, PyAny>),
 }
 
-/// Facts about the child a frame just received, for the frame's own `Seen` entry.
+/// What the child a frame just received says of the frame's own digest.
 enum Below {
     Nothing,
-    Cycle(usize),
-    TooDeep,
+    /// A cycle marker, or a marker for what the walk did not descend into.
+    PathDependent,
+    /// A reused digest with this many levels of containers below it.
     Reused(usize),
 }
 
@@ -341,8 +340,7 @@ fn walk_with(value: &Bound<'_, PyAny>, walker: &mut Walker, skip: Option<KeyFilt
             if let Some(parent) = frames.last_mut() {
                 match below {
                     Below::Nothing => {}
-                    Below::Cycle(index) => parent.lowest_ref = parent.lowest_ref.min(index),
-                    Below::TooDeep => parent.truncated = true,
+                    Below::PathDependent => parent.path_dependent = true,
                     Below::Reused(height) => parent.height = parent.height.max(height + 1),
                 }
             }
@@ -372,13 +370,11 @@ fn walk_with(value: &Bound<'_, PyAny>, walker: &mut Walker, skip: Option<KeyFilt
                     Kind::Object => canon.finish_object(frame.start),
                 };
                 canon.push(digest);
-                let depth = frames.len();
                 if let Some(parent) = frames.last_mut() {
-                    parent.lowest_ref = parent.lowest_ref.min(frame.lowest_ref);
                     parent.height = parent.height.max(frame.height + 1);
-                    parent.truncated |= frame.truncated;
+                    parent.path_dependent |= frame.path_dependent;
                 }
-                remember(walker, frame, depth, digest);
+                remember(walker, frame, digest);
             }
         }
     }
@@ -386,40 +382,30 @@ fn walk_with(value: &Bound<'_, PyAny>, walker: &mut Walker, skip: Option<KeyFilt
     walker.canon.pop_root()
 }
 
-/// Record a finished container's digest where it can be reused: anywhere if it refers to
-/// nothing above itself and was not cut off, at its own depth if it was cut off.
-fn remember(walker: &mut Walker, frame: Frame<'_>, depth: usize, digest: u64) {
-    let independent = frame.lowest_ref >= depth;
-    let entry = walker
+/// Record a finished container, and its digest if it can be reused anywhere.
+fn remember(walker: &mut Walker, frame: Frame<'_>, digest: u64) {
+    let reusable = (!frame.path_dependent).then_some((digest, frame.height));
+    walker
         .seen
         .entry(frame.object.as_ptr() as usize)
+        .and_modify(|seen| seen.reusable = seen.reusable.or(reusable))
         .or_insert_with(|| Seen {
             _object: frame.object.clone().unbind(),
-            anywhere: None,
-            at_depth: Vec::new(),
+            reusable,
         });
-    match (independent, frame.truncated) {
-        (true, false) => entry.anywhere = Some((digest, frame.height)),
-        (true, true) => entry.at_depth.push((depth, digest)),
-        (false, _) => {}
-    }
 }
 
-/// The digest a container met again already has at `depth`, and what its parent learns from
-/// it: `Err(true)` when it was walked before but its digest cannot be reused here,
-/// `Err(false)` when it is new to this walk.
-fn reuse(walker: &Walker, id: usize, depth: usize) -> Result<(u64, Below), bool> {
-    let Some(seen) = walker.seen.get(&id) else {
-        return Err(false);
-    };
-    if let Some((digest, height)) = seen.anywhere {
-        if depth + height < MAX_DEPTH {
-            return Ok((digest, Below::Reused(height)));
-        }
-    }
-    match seen.at_depth.iter().find(|(at, _)| *at == depth) {
-        Some(&(_, digest)) => Ok((digest, Below::TooDeep)),
-        None => Err(true),
+/// The digest a container met again has at `depth` (with the levels below it): `Err(true)`
+/// when it was walked before but its digest cannot be reused here, `Err(false)` when it is
+/// new to this walk.
+fn reuse(walker: &Walker, id: usize, depth: usize) -> Result<(u64, usize), bool> {
+    match walker.seen.get(&id) {
+        None => Err(false),
+        Some(Seen {
+            reusable: Some((digest, height)),
+            ..
+        }) if depth + height < MAX_DEPTH => Ok((*digest, *height)),
+        Some(_) => Err(true),
     }
 }
 
@@ -492,28 +478,28 @@ fn classify<'py>(
         return digest(bytes_digest(item.py(), bytes.as_bytes()));
     }
     if let Ok(array) = item.cast::<PyByteArray>() {
-        return digest(fp::hash_bytes(&array.to_vec()));
+        // SAFETY: the interpreter is held and no Python code runs while the bytes are hashed,
+        // so nothing can resize or free the bytearray's buffer meanwhile (it is hashed in
+        // place: no copy of a large one).
+        return digest(fp::hash_bytes(unsafe { array.as_bytes() }));
     }
     let depth = frames.len();
     let id = item.as_ptr() as usize;
     // The open frames are the current path (at most MAX_DEPTH of them): a linear scan is
     // cheaper than maintaining a hash set for the usual shallow values.
     if let Some(distance) = frames.iter().rev().position(|f| f.id == id) {
-        return (
-            Step::Digest(fp::hash_cycle(distance as u64)),
-            Below::Cycle(depth - 1 - distance),
-        );
+        return (Step::Digest(fp::hash_cycle(distance as u64)), Below::PathDependent);
     }
     if let Some(value) = numpy_scalar_digest(item) {
         return digest(value);
     }
     let object = original.unwrap_or_else(|| item.clone());
     match reuse(walker, object.as_ptr() as usize, depth) {
-        Ok((value, below)) => return (Step::Digest(value), below),
+        Ok((value, height)) => return (Step::Digest(value), Below::Reused(height)),
         Err(true) => {
             *rewalks += 1;
             if *rewalks > MAX_REWALKS {
-                return (Step::Digest(fp::hash_too_deep()), Below::TooDeep);
+                return (Step::Digest(fp::hash_too_deep()), Below::PathDependent);
             }
         }
         Err(false) => {}
@@ -524,7 +510,7 @@ fn classify<'py>(
         || item.is_instance_of::<PySet>()
         || item.is_instance_of::<PyFrozenSet>();
     if depth >= MAX_DEPTH {
-        return (Step::Digest(fp::hash_too_deep()), Below::TooDeep);
+        return (Step::Digest(fp::hash_too_deep()), Below::PathDependent);
     }
     let start = walker.canon.mark();
     let frame = |source, kind, object| {
@@ -535,9 +521,8 @@ fn classify<'py>(
                 start,
                 id,
                 object,
-                lowest_ref: usize::MAX,
                 height: 0,
-                truncated: false,
+                path_dependent: false,
             }),
             Below::Nothing,
         )

@@ -49,6 +49,9 @@ mod _core {
     #[pymodule_export]
     const HASH_DETACH_THRESHOLD: usize = crate::canonical::HASH_DETACH_THRESHOLD;
 
+    #[pymodule_export]
+    const MAX_REWALKS: usize = crate::canonical::MAX_REWALKS;
+
     /// The canonical fingerprint of `value`: a stable 64-bit xxh3 digest of its typed,
     /// key-order-free encoding (see the README). Never raises.
     #[pyfunction]
