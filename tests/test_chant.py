@@ -4,12 +4,15 @@ DoomLoopDetector."""
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import threading
 import time
 
 import numpy as np
 import pytest
 
+import doomloop
 from doomloop import (
     ChantDetector,
     ChantEvent,
@@ -129,6 +132,95 @@ def test_long_non_ascii_text_matches_small_pieces() -> None:
             expected = expected or pieces.feed(text[at : at + 7])
         assert expected is not None
         assert whole.feed(text) == expected
+
+
+class _LyingLength(str):
+    """A str whose ``__len__`` and ``isascii`` lie; the engine must read the str itself."""
+
+    claimed = 0
+
+    def __len__(self) -> int:
+        return self.claimed
+
+    def isascii(self) -> bool:
+        return not str.isascii(self)
+
+
+def test_str_subclasses_are_read_from_the_str_itself() -> None:
+    rng = random.Random(11)
+    prose = "".join(rng.choice("\u7684\u4e00\u662f\u4e0d\u4e86\u00e9 ") for _ in range(4000))
+    for text in (prose + "\u4f60\u597d\u4e16\u754c\uff01" * 200, "ascii text, " * 10 + CHANT, prose):
+        for claimed in (2**62, len(text) + 5, len(text) - 5, 0):
+            liar = _LyingLength(text)
+            liar.claimed = claimed
+            # Another stream first leaves other code points in this thread's reused buffer.
+            ChantDetector().feed("\u00fc" * 6000)
+            lied, plain = ChantDetector(_hash_key=(3, 5)), ChantDetector(_hash_key=(3, 5))
+            found = plain.feed(text)
+            assert lied.feed(liar) == found
+            assert lied.position == plain.position
+            session, reference = DoomLoopDetector(), DoomLoopDetector()
+            session.record_response(liar)
+            reference.record_response(text)
+            assert session.get_loop_type() == reference.get_loop_type()
+            guarded = list(doomloop.guard_stream([liar], ChantDetector(_hash_key=(3, 5)), on_chant="stop"))
+            assert guarded == ([] if found else [liar])
+
+
+def test_long_non_ascii_text_is_scanned_in_bounded_pieces() -> None:
+    # Longer than one piece (a million code points): a chant straddling the boundary between
+    # pieces is found exactly as when fed in small chunks, and the scan's extra memory stays
+    # far below the text's own size.
+    rng = random.Random(5)
+    prose = "".join(chr(0x4E00 + rng.randrange(20_000)) for _ in range((1 << 20) - 300))
+    text = prose + "\u4f60\u597d\u4e16\u754c\uff01" * 400
+    whole, pieces = ChantDetector(_hash_key=(3, 5)), ChantDetector(_hash_key=(3, 5))
+    expected = None
+    for at in range(0, len(text), 4096):
+        expected = expected or pieces.feed(text[at : at + 4096])
+    assert expected is not None and expected.start == len(prose)
+    assert whole.feed(text) == expected
+    session = DoomLoopDetector()
+    session.record_response(text)
+    assert session.get_loop_type() is DoomLoopType.REPEATED_OUTPUT
+
+
+def test_peak_memory_stays_bounded_for_long_non_ascii_text() -> None:
+    code = (
+        "import random, resource\n"
+        "from doomloop import ChantDetector, DoomLoopDetector\n"
+        "rng = random.Random(3)\n"
+        "text = ''.join(chr(0x4E00 + rng.randrange(20000)) for _ in range(25_000_000))\n"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "assert ChantDetector().feed(text) is None\n"
+        "DoomLoopDetector().record_response(text)\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    # The text is 50 MB (100 MB as code points): a whole copy would add 100 MB.
+    assert int(result.stdout) < 20, f"{result.stdout.strip()} MB above the text"
+
+
+def test_an_event_that_fails_to_build_is_handed_out_later() -> None:
+    failures = [KeyboardInterrupt("arrived while the event was built")]
+
+    def flaky_event(**fields: object) -> ChantEvent:
+        if failures:
+            raise failures.pop()
+        return ChantEvent(**fields)  # type: ignore[arg-type]
+
+    detector = _core.ChantEngine(_event_type=flaky_event)
+    with pytest.raises(KeyboardInterrupt):
+        detector.feed(CHANT)
+    event = detector.feed("more text")
+    assert isinstance(event, ChantEvent) and event.period == 28
+    assert detector.event is event and detector.feed(CHANT) is None
+    failures.append(KeyboardInterrupt())
+    detector.reset()
+    with pytest.raises(KeyboardInterrupt):
+        detector.feed(CHANT)
+    assert detector.event == event  # the property builds it when the feed could not
 
 
 def test_huge_chunks() -> None:

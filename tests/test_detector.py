@@ -304,6 +304,16 @@ def test_threads_lose_no_update() -> None:
         ("min_cycle_repeats", 1, ValueError),
         ("similarity_threshold", 1.5, ValueError),
         ("detect_cycles", 1, TypeError),
+        # Beyond what the engine can honour: refused with the range, never clamped or overflowed.
+        ("max_identical_actions", 2**64, ValueError),
+        ("max_recovery_attempts", 2**70, ValueError),
+        ("max_cycle_period", 65, ValueError),
+        ("min_cycle_repeats", 1025, ValueError),
+        ("initial_backoff", 1e300, ValueError),
+        ("max_backoff", float("inf"), ValueError),
+        ("backoff_multiplier", float("inf"), ValueError),
+        ("max_backoff", 10**400, ValueError),
+        ("content_chunk_size", 2**64, ValueError),
     ],
 )
 def test_config_validation_names_the_field(field: str, value: Any, error: type) -> None:
@@ -311,10 +321,20 @@ def test_config_validation_names_the_field(field: str, value: Any, error: type) 
         DoomLoopConfig(**{field: value})
 
 
-def test_output_settings_beyond_the_chant_engine_are_rejected() -> None:
-    # Valid alone, but too large for the REPEATED_OUTPUT engine: refused, never clamped.
-    with pytest.raises(ValueError, match="content_chunk_size"):
-        DoomLoopDetector(DoomLoopConfig(content_chunk_size=100_000))
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"content_chunk_size": 100_000}, r"DoomLoopConfig\.content_chunk_size must be in 1\.\.=64535, got 100000"),
+        ({"max_repeated_chunks": 5000}, r"DoomLoopConfig\.max_repeated_chunks must be in 1\.\.=1996 with content_chunk_size=50, got 5000"),
+        ({"max_cycle_period": 100}, r"DoomLoopConfig\.max_cycle_period must be <= 64, got 100"),
+    ],
+)
+def test_output_and_cycle_settings_beyond_the_engine_are_rejected(fields: dict[str, int], message: str) -> None:
+    # Valid as ints, but beyond the engine: refused when the config is built, naming only
+    # settings the caller can set (never clamped, as a cycle period of 100 once was).
+    with pytest.raises(ValueError, match=message):
+        DoomLoopConfig(**fields)
+    assert DoomLoopConfig(max_cycle_period=64, min_cycle_repeats=1024).max_cycle_period == 64
 
 
 def test_config_is_frozen() -> None:
@@ -332,8 +352,12 @@ def test_bad_arguments_raise_clear_errors() -> None:
         detector.record_action(5, {}, "r", success=True)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="success"):
         detector.record_action("a", {}, "r", success="yes")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="duration"):
-        detector.record_action("a", {}, "r", success=True, duration=float("nan"))
+    for duration, error in [(float("nan"), ValueError), (-1, ValueError), (-(2**2000), ValueError), ("1", TypeError), (True, TypeError), (None, None)]:
+        if error is None:
+            detector.record_action("a", {}, "r", success=True, duration=duration)
+            continue
+        with pytest.raises(error, match="duration"):
+            detector.record_action("a", {}, "r", success=True, duration=duration)
     with pytest.raises(TypeError, match="metadata"):
         detector.record_action("a", {}, "r", success=True, metadata=[1])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="marker"):
@@ -341,7 +365,7 @@ def test_bad_arguments_raise_clear_errors() -> None:
     bad_clock = DoomLoopDetector(clock=lambda: "soon")  # type: ignore[arg-type,return-value]
     with pytest.raises(TypeError, match="clock"):
         bad_clock.start_session()
-    assert detector.get_stats()["total_actions"] == 0
+    assert detector.get_stats()["total_actions"] == 1  # only the duration=None action
 
 
 def test_adversarial_arguments_never_crash() -> None:

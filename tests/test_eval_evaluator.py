@@ -308,6 +308,8 @@ def test_plain_objects_work_as_loop_results() -> None:
 @pytest.mark.parametrize(("kwargs", "error", "message"), [
     ({"threshold": math.nan}, ValueError, "LoopEvaluator.threshold must not be NaN"),
     ({"threshold": "8"}, TypeError, "LoopEvaluator.threshold must be a number"),
+    ({"threshold": math.inf}, ValueError, "LoopEvaluator.threshold must be <= "),
+    ({"threshold": -1.0}, ValueError, "LoopEvaluator.threshold must be >= 0"),
     ({"max_wasted_iterations": -1}, ValueError, "LoopEvaluator.max_wasted_iterations must be >= 0"),
     ({"max_wasted_iterations": 1.5}, TypeError, "LoopEvaluator.max_wasted_iterations must be an int"),
     ({"name": 3}, TypeError, "LoopEvaluator.name must be a str"),
@@ -390,3 +392,15 @@ def test_metadata_carries_the_picture_inputs() -> None:
     review = LoopEvaluator().run(loop([9.0, 8.5], mode="review"))
     assert review.metadata["converged_at"] == 2
     assert LoopEvaluator().run(loop([1.0])).metadata["converged_at"] is None
+
+
+@pytest.mark.parametrize(("value", "error"), [(1.5, TypeError), ("2", TypeError), (True, TypeError), (0, ValueError)])
+def test_iteration_numbers_are_positive_ints(value: Any, error: type) -> None:
+    with pytest.raises(error, match="IterationResult.iteration"):
+        IterationResult(iteration=value, score=5.0)
+
+
+@pytest.mark.parametrize("threshold", [math.inf, -math.inf, -2.0])
+def test_loop_result_thresholds_must_be_finite_and_not_negative(threshold: float) -> None:
+    with pytest.raises(ValueError, match="loop_result.threshold"):
+        LoopEvaluator().run({"score_history": [9.0], "threshold": threshold})

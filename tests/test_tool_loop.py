@@ -676,3 +676,24 @@ def test_verdict_objects() -> None:
     assert "generic_repeat" in repr(verdict)
     assert not detector.check("other", {})
     assert detector.check("other", {}).to_dict() == {"stuck": False}
+
+
+def test_lone_surrogates_hash_exactly_and_never_raise() -> None:
+    # Texts that differ only in a lone surrogate are different results (the fingerprint's
+    # surrogatepass rule), and a tool name holding one is an ordinary name.
+    errors = [tool_result_hash("t", {}, error=text) for text in ("a\udcff", "a\udcfe", "a\ufffd")]
+    assert len(set(errors)) == 3
+    content = [
+        tool_result_hash("t", {}, result={"content": [{"type": "text", "text": text}]})
+        for text in ("x\udcff ", "x\udcfe", "x\ufffd", "x\udcff")
+    ]
+    assert content[0] == content[3] and len(set(content)) == 3
+    two = tool_result_hash("t", {}, result={"content": [{"type": "text", "text": "a\udcff"}, {"type": "text", "text": "b"}]})
+    assert two != tool_result_hash("t", {}, result={"content": [{"type": "text", "text": "a\udcfe"}, {"type": "text", "text": "b"}]})
+    detector = ToolLoopDetector(warning_threshold=2, critical_threshold=3)
+    decisions = [detector.before_tool_call("read\udcff", {"path": "x"}) for _ in range(3)]
+    detector.after_tool_call("read\udcff", {"path": "x"}, error="no such tool: read\udcff")
+    assert decisions[-1].verdict.detector == "generic_repeat"
+    assert "read\ufffd" in (decisions[-1].verdict.message or "")
+    with pytest.raises(ValueError, match="tool_aliases"):
+        ToolLoopDetector(tool_aliases={"a\udcff": "exec"})

@@ -7,7 +7,8 @@ from typing import Any, Dict
 
 import pytest
 
-from doomloop import ConfigError, LoopDetectionConfig, ToolLoopDetector, normalize_agent_id, resolve_openclaw_block
+from doomloop import ConfigError, LoopDetectionConfig, PostCompactionGuard, ToolLoopDetector, normalize_agent_id, resolve_openclaw_block
+from doomloop._core import MAX_GUARD_WINDOW, MAX_THRESHOLD
 
 
 @pytest.mark.parametrize(
@@ -84,6 +85,8 @@ def test_openclaw_defaults() -> None:
             "agents.list[0].tools.loopDetection.unknownToolThreshold",
         ),
         ({"agents": {"list": "x"}}, "agents.list"),
+        ({"warningThreshold": 2**40}, "tools.loopDetection.warningThreshold"),
+        ({"globalCircuitBreakerThreshold": 2**31}, "tools.loopDetection.globalCircuitBreakerThreshold"),
     ],
 )
 def test_strict_errors_name_the_key_path(cfg: Dict[str, Any], path: str) -> None:
@@ -92,6 +95,30 @@ def test_strict_errors_name_the_key_path(cfg: Dict[str, Any], path: str) -> None
     assert caught.value.path == path
     assert path in str(caught.value)
     assert isinstance(caught.value, ValueError)
+
+
+def test_every_accepted_config_builds_a_detector(caplog: pytest.LogCaptureFixture) -> None:
+    # The largest thresholds strict parsing accepts build a detector (the run-time ordering
+    # raises critical and global above them); lenient parsing caps larger ones, logged.
+    top = {"enabled": True, "warningThreshold": MAX_THRESHOLD, "criticalThreshold": 5, "globalCircuitBreakerThreshold": 2}
+    ToolLoopDetector(LoopDetectionConfig.from_openclaw({"enabled": True, "warningThreshold": MAX_THRESHOLD}))
+    ToolLoopDetector.from_openclaw(top)
+    lenient = LoopDetectionConfig.from_openclaw({"warningThreshold": 2**40, "unknownToolThreshold": 2**64}, strict=False)
+    assert (lenient.warning_threshold, lenient.unknown_tool_threshold) == (MAX_THRESHOLD, MAX_THRESHOLD)
+    assert "capped" in caplog.text
+    ToolLoopDetector.from_openclaw({"enabled": True, "warningThreshold": 2**40})
+
+
+@pytest.mark.parametrize("strict", ["no", 0, None])
+def test_strict_must_be_a_bool(strict: Any) -> None:
+    with pytest.raises(TypeError, match="strict"):
+        LoopDetectionConfig.from_openclaw({}, strict=strict)
+
+
+@pytest.mark.parametrize(("window", "error"), [(True, TypeError), ("3", TypeError), (2.0, TypeError), (0, ValueError), (MAX_GUARD_WINDOW + 1, ValueError)])
+def test_post_compaction_guard_window_is_validated(window: Any, error: type) -> None:
+    with pytest.raises(error, match="PostCompactionGuard.window_size"):
+        PostCompactionGuard(window)
 
 
 def test_strict_accepts_integral_json_numbers() -> None:
@@ -154,6 +181,8 @@ def test_runtime_orders_thresholds_and_logs(caplog: pytest.LogCaptureFixture) ->
         ("ping_pong", 1, TypeError),
         ("enabled", "yes", TypeError),
         ("post_compaction_window_size", 10**6, ValueError),
+        ("warning_threshold", 2**31, ValueError),
+        ("global_circuit_breaker_threshold", 2**64, ValueError),
     ],
 )
 def test_native_config_validation(field: str, value: Any, error: type) -> None:
