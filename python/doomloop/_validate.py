@@ -9,15 +9,23 @@ U64_MAX = (1 << 64) - 1
 """The largest count the engine's counters hold."""
 
 
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message; an int too long to print (Python refuses ints
+    of more than 4,300 digits) is described by its size instead."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"{'-' if value < 0 else ''}an int of {value.bit_length()} bits"
+    return repr(value)
+
+
 def positive_int(owner: str, name: str, value: object, *, minimum: int = 1, maximum: int = U64_MAX) -> int:
     """``value`` as an int in ``minimum..=maximum``; TypeError/ValueError naming ``owner.name``
     and the bound it breaks otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{owner}.{name} must be an int, got {type(value).__name__}")
     if value < minimum:
-        raise ValueError(f"{owner}.{name} must be >= {minimum}, got {value}")
+        raise ValueError(f"{owner}.{name} must be >= {minimum}, got {shown(value)}")
     if value > maximum:
-        raise ValueError(f"{owner}.{name} must be <= {maximum}, got {value}")
+        raise ValueError(f"{owner}.{name} must be <= {maximum}, got {shown(value)}")
     return int(value)
 
 
@@ -36,9 +44,9 @@ def number(
         raise ValueError(f"{owner}.{name} must not be NaN")
     if result < minimum or (strict and result == minimum):
         bound = ">" if strict else ">="
-        raise ValueError(f"{owner}.{name} must be {bound} {minimum}, got {value}")
+        raise ValueError(f"{owner}.{name} must be {bound} {minimum}, got {shown(value)}")
     if result > maximum:
-        raise ValueError(f"{owner}.{name} must be <= {maximum}, got {value}")
+        raise ValueError(f"{owner}.{name} must be <= {maximum}, got {shown(value)}")
     return result
 
 

@@ -202,7 +202,9 @@ def _check_block(path: str, block: Any) -> None:
             _check_number(f"{path}.{key}", key, block[key])
     for first, second in _ORDERED:
         if first in block and second in block and not block[first] < block[second]:
-            raise ConfigError(f"{path}.{second}", f"must be greater than {first} ({block[first]}), got {block[second]}")
+            raise ConfigError(
+                f"{path}.{second}", f"must be greater than {first} ({_validate.shown(block[first])}), got {_validate.shown(block[second])}"
+            )
     detectors = block.get("detectors")
     if detectors is not None:
         if not isinstance(detectors, Mapping):
@@ -224,21 +226,21 @@ def _check_block(path: str, block: Any) -> None:
 
 def _check_number(path: str, key: str, value: Any) -> None:
     if not _is_positive_int(value):
-        raise ConfigError(path, f"must be a positive integer, got {value!r}")
+        raise ConfigError(path, f"must be a positive integer, got {_validate.shown(value)}")
     cap = _CAPS.get(key)
     if cap is not None and value > cap:
-        raise ConfigError(path, f"must be at most {cap}, got {value!r}")
+        raise ConfigError(path, f"must be at most {cap}, got {_validate.shown(value)}")
 
 
 def _lenient_number(path: str, key: str, value: Any, default: int) -> int:
     if value is None:
         return default
     if not _is_positive_int(value):
-        _log.warning("loop-detection config: %s must be a positive integer, got %r; using %d", path, value, default)
+        _log.warning("loop-detection config: %s must be a positive integer, got %s; using %d", path, _validate.shown(value), default)
         return default
     cap = _CAPS.get(key)
     if cap is not None and value > cap:
-        _log.warning("loop-detection config: %s is capped at %d (got %r)", path, cap, value)
+        _log.warning("loop-detection config: %s is capped at %d (got %s)", path, cap, _validate.shown(value))
         return cap
     return int(value)
 

@@ -98,6 +98,10 @@ pub fn fingerprint_skipping(value: &Bound<'_, PyAny>, skip: Option<KeyFilter<'_>
             return digest;
         }
     }
+    // A scalar (many results and plan states) needs no walk.
+    if let Some(digest) = scalar_digest(value) {
+        return digest;
+    }
     WALKER
         .try_with(|cell| match cell.try_borrow_mut() {
             Ok(mut walker) => walk(value, &mut walker, skip),

@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use doomloop_engine::chant::{Chant, ChantConfig, ChantEvent, HashKey, TextInput, Token};
 use numpy::ndarray::s;
@@ -43,8 +43,19 @@ thread_local! {
 /// Lock `mutex`, waiting (if another thread holds it) with the interpreter released: a thread
 /// holding the interpreter while it waits would stall every Python thread for as long as the
 /// holder scans, and deadlock with a holder that needs the interpreter to go on.
+#[inline]
 pub(crate) fn lock<'m, T>(py: Python<'_>, mutex: &'m Mutex<T>) -> MutexGuard<'m, T> {
     // No code path panics while holding a lock; recover the data if one ever did.
+    match mutex.try_lock() {
+        Ok(guard) => guard,
+        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(TryLockError::WouldBlock) => wait_for(py, mutex),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn wait_for<'m, T>(py: Python<'_>, mutex: &'m Mutex<T>) -> MutexGuard<'m, T> {
     mutex
         .lock_py_attached(py)
         .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -48,6 +48,7 @@ fn finding_code(finding: Option<Finding>) -> Option<u8> {
 }
 
 impl SessionEngine {
+    #[inline]
     fn lock(&self, py: Python<'_>) -> MutexGuard<'_, State> {
         lock(py, &self.state)
     }

@@ -275,6 +275,7 @@ fn positive_u32(value: u64, name: &str) -> PyResult<u32> {
 }
 
 impl ToolLoopEngine {
+    #[inline]
     fn lock(&self, py: Python<'_>) -> MutexGuard<'_, ToolLoopSession<Names>> {
         lock(py, &self.state)
     }
@@ -690,6 +691,7 @@ pub struct GuardEngine {
 }
 
 impl GuardEngine {
+    #[inline]
     fn lock(&self, py: Python<'_>) -> MutexGuard<'_, CompactionGuard> {
         lock(py, &self.guard)
     }

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use doomloop_engine::fingerprint::{self as fp, hash_action, hash_none};
 use doomloop_engine::tool_loop::{CallKey, Outcome};
-use doomloop_engine::unknown_tool::{trim_js_space_bytes, unknown_tool_name};
+use doomloop_engine::unknown_tool::{trim_js_space, trim_js_space_bytes, unknown_tool_name};
 use pyo3::exceptions::{PyBaseException, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -445,11 +445,14 @@ pub(crate) fn content_text_digest<'py>(result: &Bound<'py, PyDict>) -> u64 {
     } else if let Ok(tuple) = content.cast::<PyTuple>() {
         tuple.iter().for_each(&mut add);
     }
-    let digest = |text: &[u8]| fp::hash_str(trim_js_space_bytes(text));
     match (joined, first) {
-        (Some(text), _) => digest(&text),
-        (None, Some(part)) => digest(&text_bytes(&part)),
-        (None, None) => digest(b""),
+        (Some(text), _) => fp::hash_str(trim_js_space_bytes(&text)),
+        (None, Some(part)) => match part.to_str() {
+            // The usual single part: no copy, no second UTF-8 check.
+            Ok(text) => fp::hash_str(trim_js_space(text).as_bytes()),
+            Err(_) => fp::hash_str(trim_js_space_bytes(&text_bytes(&part))),
+        },
+        (None, None) => const { fp::hash_str_const(b"") },
     }
 }
 
