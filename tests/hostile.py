@@ -664,7 +664,7 @@ def _then(make: Callable[[], Any], use: Callable[[Any], Any]) -> Any:
     built = make()
     try:
         return use(built)
-    except BaseException as error:  # noqa: BLE001 - reported to the test
+    except BaseException as error:
         raise Unusable(f"accepted, then {type(error).__name__} when used: {error}") from error
 
 

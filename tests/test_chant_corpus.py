@@ -9,7 +9,6 @@ import json
 import random
 import sysconfig
 from pathlib import Path
-
 from typing import Optional
 
 from doomloop import ChantDetector, ChantEvent

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from chant_model import model, never_blank
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chant_model import model, never_blank
 from doomloop import ChantDetector
-
 
 
 def mix(seed: int) -> int:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 import tracemalloc
 from typing import Any
 
@@ -14,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from support import FakeClock
 from doom_loop_model import ModelDetector
 from doomloop import DoomLoopConfig, DoomLoopDetector, DoomLoopEvent, DoomLoopType, RecoveryAction
+from support import FakeClock
 
 
 def started(config: DoomLoopConfig | None = None, now: float = 1000.0) -> tuple[DoomLoopDetector, FakeClock]:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from support import FakeClock, conformance_file
 from doomloop import DoomLoopConfig, DoomLoopDetector
+from support import FakeClock, conformance_file
 
 SIMILAR_CASE_WORDING = "Same action type repeated"
 
@@ -23,7 +23,7 @@ def _scenarios() -> list[dict[str, Any]]:
 def _ids() -> list[str]:
     try:
         return [s["name"] for s in _scenarios()]
-    except BaseException:  # reported by the test body instead, as a failure
+    except BaseException:  # noqa: BLE001 - reported by the test body instead, as a failure
         return ["missing-conformance-file"]
 
 

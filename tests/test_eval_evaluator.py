@@ -396,11 +396,11 @@ def test_metadata_carries_the_picture_inputs() -> None:
 
 @pytest.mark.parametrize(("value", "error"), [(1.5, TypeError), ("2", TypeError), (True, TypeError), (0, ValueError)])
 def test_iteration_numbers_are_positive_ints(value: Any, error: type) -> None:
-    with pytest.raises(error, match="IterationResult.iteration"):
+    with pytest.raises(error, match=r"IterationResult\.iteration"):
         IterationResult(iteration=value, score=5.0)
 
 
 @pytest.mark.parametrize("threshold", [math.inf, -math.inf, -2.0])
 def test_loop_result_thresholds_must_be_finite_and_not_negative(threshold: float) -> None:
-    with pytest.raises(ValueError, match="loop_result.threshold"):
+    with pytest.raises(ValueError, match=r"loop_result\.threshold"):
         LoopEvaluator().run({"score_history": [9.0], "threshold": threshold})

@@ -222,6 +222,6 @@ def test_each_own_event_type_fails_the_loop() -> None:
 
 def test_self_referencing_verdict_terminates() -> None:
     looping = Bag(blocked=False)
-    setattr(looping, "verdict", looping)
+    looping.verdict = looping
     assert not is_doom_loop_event(looping)
 

@@ -355,6 +355,6 @@ def test_random_graphs_of_lists_agree_with_the_model(edges: list[list[int]], lea
     # Any graph of lists (shared children, cycles through them, self-loops): the digest
     # reuse must give exactly the path-by-path encoding.
     nodes: list[list[Any]] = [[leaf] for _ in edges]
-    for node, targets in zip(nodes, edges):
+    for node, targets in zip(nodes, edges, strict=True):
         node.extend(nodes[t % len(nodes)] for t in targets)
     assert fingerprint(nodes[0]) == model(nodes[0])

@@ -363,7 +363,7 @@ CONTRACTS = {
 def _call_problems(cases: List[Case]) -> List[str]:
     """Run the calls in one worker; describe every call that broke its parameter's contract."""
     problems = []
-    for case, report in zip(cases, run_worker(cases)):
+    for case, report in zip(cases, run_worker(cases), strict=True):
         if "ok" in report:
             continue
         succeeds, names = CONTRACTS[case["target"], case["param"]]
@@ -387,7 +387,7 @@ def test_fingerprint_never_raises_and_is_deterministic(recipes: List[Any]) -> No
     it: a model_dump that adds entries to its own host dict)."""
     reports = run_worker([{"op": "fingerprint", "value": recipe} for recipe in recipes])
     problems = []
-    for recipe, report in zip(recipes, reports):
+    for recipe, report in zip(recipes, reports, strict=True):
         if "ok" not in report:
             problems.append(f"raised {report['error']}: {report['message']!r}: {_describe({'value': recipe})}")
             continue
@@ -416,7 +416,7 @@ def test_fingerprint_reads_subclass_data_not_its_methods(recipes: List[Any]) -> 
     the tree of distinct copies."""
     reports = run_worker([{"op": "fingerprint", "value": recipe} for recipe in recipes])
     problems = []
-    for recipe, report in zip(recipes, reports):
+    for recipe, report in zip(recipes, reports, strict=True):
         if "ok" not in report:
             problems.append(f"raised {report['error']}: {report['message']!r}: {_describe({'value': recipe})}")
         elif hostile.is_stable(recipe) and report["ok"][0] != report["ok"][3]:
@@ -496,7 +496,7 @@ def test_str_subclasses_chant_like_their_plain_text(runs: List[Tuple[List[Any], 
         for chunks, config, key in runs
     ]
     problems = []
-    for case, report in zip(cases, run_worker(cases)):
+    for case, report in zip(cases, run_worker(cases), strict=True):
         if "ok" not in report:
             problems.append(f"raised {report['error']}: {report['message']!r}: {_describe(case)}")
             continue
@@ -521,7 +521,7 @@ def test_token_arrays_scan_like_their_items(runs: List[Tuple[Any, Tuple[int, int
     token ids."""
     cases = [{"op": "tokens", "tokens": tokens, "key": list(key)} for tokens, key in runs]
     problems = []
-    for case, report in zip(cases, run_worker(cases)):
+    for case, report in zip(cases, run_worker(cases), strict=True):
         if "ok" not in report:
             problems.append(f"raised {report['error']}: {report['message']!r}: {_describe(case)}")
         elif report["ok"]["hostile"] != report["ok"]["plain"]:
@@ -558,7 +558,7 @@ def test_tool_texts_hash_apart_exactly_when_they_differ(cases: List[Case]) -> No
     output hashes apart from the same text with one lone surrogate changed -- surrogates are
     never replaced by U+FFFD -- and alike for the very same text."""
     problems = []
-    for case, report in zip(cases, run_worker(cases)):
+    for case, report in zip(cases, run_worker(cases), strict=True):
         if "ok" not in report:
             problems.append(f"raised {report['error']}: {report['message']!r}: {_describe(case)}")
             continue
@@ -640,7 +640,7 @@ def test_int_subclass_digits_are_read_from_the_int() -> None:
     numbers = [["int", 5], ["int", -(2**63) - 1], ["bigint", 100, 1], ["bigint", 100, -1], ["bigint", 100_000, -1]]
     cases = [{"op": "fingerprint", "value": ["int_sub", lie, number]} for lie in hostile.INT_LIES for number in numbers]
     reports = run_worker(cases)
-    wrong = [case["value"] for case, report in zip(cases, reports) if "ok" not in report or report["ok"][0] != report["ok"][3]]
+    wrong = [case["value"] for case, report in zip(cases, reports, strict=True) if "ok" not in report or report["ok"][0] != report["ok"][3]]
     assert not wrong, f"{len(wrong)} lying ints hash unlike their value, e.g. {wrong[:4]}"
 
 

@@ -399,7 +399,7 @@ def test_params_changed_by_another_thread_while_hashed_are_not_remembered_wrongl
         params: Dict[str, Any] = {"n": 0, "big": big}
         detector = ToolLoopDetector()
         go = threading.Event()
-        thread = threading.Thread(target=lambda: (go.wait(), params.update(n=1)))
+        thread = threading.Thread(target=lambda go=go, params=params: (go.wait(), params.update(n=1)))
         thread.start()
         # The main thread keeps the interpreter until the hook releases it to hash the string.
         sys.setswitchinterval(30.0)
@@ -591,7 +591,7 @@ def test_threads_sharing_one_detector_lose_no_update() -> None:
                 call_id = f"{t}-{i}"
                 detector.before_tool_call("read", {"t": t}, tool_call_id=call_id)
                 detector.after_tool_call("read", {"t": t}, result=f"r{i}", tool_call_id=call_id)
-        except BaseException as exc:  # pragma: no cover - reported below
+        except BaseException as exc:  # noqa: BLE001  # pragma: no cover - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(t,)) for t in range(threads_n)]

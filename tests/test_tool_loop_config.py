@@ -7,7 +7,14 @@ from typing import Any, Dict
 
 import pytest
 
-from doomloop import ConfigError, LoopDetectionConfig, PostCompactionGuard, ToolLoopDetector, normalize_agent_id, resolve_openclaw_block
+from doomloop import (
+    ConfigError,
+    LoopDetectionConfig,
+    PostCompactionGuard,
+    ToolLoopDetector,
+    normalize_agent_id,
+    resolve_openclaw_block,
+)
 from doomloop._core import MAX_GUARD_WINDOW, MAX_THRESHOLD
 
 
@@ -117,7 +124,7 @@ def test_strict_must_be_a_bool(strict: Any) -> None:
 
 @pytest.mark.parametrize(("window", "error"), [(True, TypeError), ("3", TypeError), (2.0, TypeError), (0, ValueError), (MAX_GUARD_WINDOW + 1, ValueError)])
 def test_post_compaction_guard_window_is_validated(window: Any, error: type) -> None:
-    with pytest.raises(error, match="PostCompactionGuard.window_size"):
+    with pytest.raises(error, match=r"PostCompactionGuard\.window_size"):
         PostCompactionGuard(window)
 
 

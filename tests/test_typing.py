@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-
 U64_MAX = (1 << 64) - 1
 """The largest count the engine's counters hold."""
 

@@ -118,7 +118,7 @@ class ChantDetector(ChantEngine):
         ignore_whitespace: bool = True,
         max_period: int = 1000,
         _hash_key: Optional[Tuple[int, int]] = None,
-    ) -> "ChantDetector":
+    ) -> ChantDetector:
         positive_int(_OWNER, "content_chunk_size", content_chunk_size)
         positive_int(_OWNER, "max_repeated_chunks", max_repeated_chunks)
         positive_int(_OWNER, "max_period", max_period)

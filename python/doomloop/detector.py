@@ -106,7 +106,7 @@ class DoomLoopDetector(SessionEngine):
 
     config: DoomLoopConfig
 
-    def __new__(cls, config: Optional[DoomLoopConfig] = None, *, clock: Optional[Callable[[], float]] = None) -> "DoomLoopDetector":
+    def __new__(cls, config: Optional[DoomLoopConfig] = None, *, clock: Optional[Callable[[], float]] = None) -> DoomLoopDetector:
         if config is None:
             config = DoomLoopConfig()
         elif not isinstance(config, DoomLoopConfig):

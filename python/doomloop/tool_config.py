@@ -289,7 +289,7 @@ class LoopDetectionConfig:
     @classmethod
     def from_openclaw(
         cls, cfg: Optional[Mapping[str, Any]], agent_id: Optional[str] = None, strict: bool = True
-    ) -> "LoopDetectionConfig":
+    ) -> LoopDetectionConfig:
         """Build from a whole OpenClaw config or just its ``loopDetection`` block, merging the
         block of ``agent_id`` (ids normalised with :func:`normalize_agent_id`).
 
@@ -307,7 +307,7 @@ class LoopDetectionConfig:
         return cls._from_block(block or {})
 
     @classmethod
-    def _from_block(cls, block: Mapping[str, Any]) -> "LoopDetectionConfig":
+    def _from_block(cls, block: Mapping[str, Any]) -> LoopDetectionConfig:
         path = "tools.loopDetection"
         for key in block:
             if key not in _BLOCK_KEYS:
@@ -341,7 +341,7 @@ class LoopDetectionConfig:
         block["postCompactionGuard"] = {"windowSize": self.post_compaction_window_size}
         return block
 
-    def replace(self, **changes: Any) -> "LoopDetectionConfig":
+    def replace(self, **changes: Any) -> LoopDetectionConfig:
         """A copy with ``changes`` applied (validated)."""
         return dataclasses.replace(self, **changes)
 

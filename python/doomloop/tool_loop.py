@@ -52,7 +52,7 @@ class CompactionLoopPersisted(RuntimeError):
         self.count = count
 
     @classmethod
-    def from_verdict(cls, verdict: GuardVerdict) -> "CompactionLoopPersisted":
+    def from_verdict(cls, verdict: GuardVerdict) -> CompactionLoopPersisted:
         """The exception for an aborting guard verdict."""
         if not verdict.should_abort or verdict.tool_name is None:
             raise ValueError("the guard verdict does not say abort")
@@ -107,7 +107,7 @@ class ToolLoopDetector(ToolLoopEngine):
         *,
         raise_on_compaction_loop: bool = False,
         **options: Any,
-    ) -> "ToolLoopDetector":
+    ) -> ToolLoopDetector:
         if config is None:
             config = LoopDetectionConfig()
         elif not isinstance(config, LoopDetectionConfig):
@@ -129,7 +129,7 @@ class ToolLoopDetector(ToolLoopEngine):
     @classmethod
     def from_openclaw(
         cls, cfg: Optional[Mapping[str, Any]], agent_id: Optional[str] = None, **options: Any
-    ) -> "ToolLoopDetector":
+    ) -> ToolLoopDetector:
         """A detector configured as OpenClaw would be: ``cfg`` is a whole OpenClaw config or
         just its ``loopDetection`` block, read leniently (bad values fall back to defaults,
         logged); detection stays off unless ``enabled: true``. ``None`` means no block at
@@ -181,7 +181,7 @@ class PostCompactionGuard(GuardEngine):
 
     __slots__ = ()
 
-    def __new__(cls, window_size: int = 3) -> "PostCompactionGuard":
+    def __new__(cls, window_size: int = 3) -> PostCompactionGuard:
         _validate.positive_int("PostCompactionGuard", "window_size", window_size, maximum=MAX_GUARD_WINDOW)
         return super().__new__(cls, window_size)
 

@@ -14,8 +14,8 @@ import json
 import math
 import numbers
 from collections.abc import Mapping
-from enum import Enum
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Iterator, List, Set
 
 __all__ = ["MAX_INDENT_DEPTH", "dumps"]

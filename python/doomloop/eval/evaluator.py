@@ -6,6 +6,7 @@ doom-loop guards are derived from the loop's score history and the guard events 
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 import os
@@ -54,7 +55,7 @@ class LoopEvaluator:
         threshold: Optional[float] = None,
         max_wasted_iterations: int = 0,
         name: Optional[str] = None,
-        save_results_path: Union[str, "os.PathLike[str]", None] = None,
+        save_results_path: Union[str, os.PathLike[str], None] = None,
         verbose: bool = False,
     ) -> None:
         self.threshold = None if threshold is None else number(_OWNER, "threshold", threshold, maximum=_MAX_THRESHOLD)
@@ -156,7 +157,7 @@ class LoopEvaluator:
             doom_loop_fired=doom_loop_fired,
             guard_interventions=len(events),
             total_duration_s=_duration(loop_result),
-            score_delta_per_iteration=[round(later - earlier, 4) for earlier, later in zip(scores, scores[1:])],
+            score_delta_per_iteration=[round(later - earlier, 4) for earlier, later in itertools.pairwise(scores)],
             converged=converged,
             success=success,
             threshold=threshold,
@@ -167,7 +168,7 @@ class LoopEvaluator:
                 "score_history": scores,
                 "converged_at": converged_at,
                 "guard_events": [
-                    {"iteration": event_iteration(event), "fired": fire} for event, fire in zip(events, fired)
+                    {"iteration": event_iteration(event), "fired": fire} for event, fire in zip(events, fired, strict=True)
                 ],
                 "name": self.name,
                 "eval_id": self.eval_id,

@@ -74,7 +74,7 @@ class LoopHealthResult:
 
         print_summary(self)
 
-    def plot(self, path: Union[str, "os.PathLike[str]"]) -> pathlib.Path:
+    def plot(self, path: Union[str, os.PathLike[str]]) -> pathlib.Path:
         """Save a PNG of the loop (see :func:`doomloop.eval.plot_loop_health`); needs
         ``pip install "doomloop[plot]"``."""
         from .plot import plot_loop_health

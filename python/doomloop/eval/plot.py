@@ -25,7 +25,7 @@ INSTALL_HINT = 'pip install "doomloop[plot]"'
 _MAX_MARKED_POINTS = 200
 
 
-def plot_loop_health(result: "LoopHealthResult", path: Union[str, "os.PathLike[str]"]) -> pathlib.Path:
+def plot_loop_health(result: LoopHealthResult, path: Union[str, os.PathLike[str]]) -> pathlib.Path:
     """Save a PNG of ``result``'s loop to ``path`` (parent folders are created) and return it.
 
     Shows the score per iteration, the threshold line, the convergence point, the wasted
@@ -105,7 +105,7 @@ def plot_loop_health(result: "LoopHealthResult", path: Union[str, "os.PathLike[s
     return target
 
 
-def _scores(result: "LoopHealthResult") -> List[float]:
+def _scores(result: LoopHealthResult) -> List[float]:
     scores = result.metadata.get("score_history")
     if not isinstance(scores, list):
         raise ValueError(
@@ -117,7 +117,7 @@ def _scores(result: "LoopHealthResult") -> List[float]:
     return [float(score) for score in scores]
 
 
-def _guard_positions(result: "LoopHealthResult") -> Tuple[List[Tuple[int, bool]], List[bool]]:
+def _guard_positions(result: LoopHealthResult) -> Tuple[List[Tuple[int, bool]], List[bool]]:
     """(iteration, fired) for events with an iteration, and ``fired`` for those without."""
     placed: List[Tuple[int, bool]] = []
     unplaced: List[bool] = []

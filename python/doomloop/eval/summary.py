@@ -12,7 +12,7 @@ __all__ = ["TITLE", "print_summary", "summary_rows"]
 TITLE = "Loop Health Summary"
 
 
-def summary_rows(result: "LoopHealthResult") -> List[Tuple[str, str]]:
+def summary_rows(result: LoopHealthResult) -> List[Tuple[str, str]]:
     """The table's (metric, value) rows; both renderings show exactly these."""
     rows = [
         ("Status", "✅ HEALTHY" if result.success else "❌ UNHEALTHY"),
@@ -28,7 +28,7 @@ def summary_rows(result: "LoopHealthResult") -> List[Tuple[str, str]]:
     return rows
 
 
-def print_summary(result: "LoopHealthResult") -> None:
+def print_summary(result: LoopHealthResult) -> None:
     """Print :func:`summary_rows` under :data:`TITLE` to standard output."""
     rows = summary_rows(result)
     try:
