@@ -91,7 +91,9 @@ def _import_ms(module: str, runs: int = 15) -> float:
     which times the import itself rather than interpreter start-up, the noisy part)."""
 
     def once() -> float:
-        out = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True, check=True
+        )
         # The outermost line (no indentation) is the whole import's cumulative microseconds.
         line = [row for row in out.stderr.splitlines() if row.rstrip().endswith(f"| {module}")][-1]
         return int(line.split("|")[1]) / 1000

@@ -42,7 +42,9 @@ def _one_call(detector: ToolLoopDetector, tool: str = "read", params: Dict[str, 
     detector.after_tool_call(tool, params, result=result, run_id="run-1")
 
 
-def _call(detector: ToolLoopDetector, tool: str = "read", params: Dict[str, Any] = PARAMS, result: Any = RESULT) -> Callable[[], None]:
+def _call(
+    detector: ToolLoopDetector, tool: str = "read", params: Dict[str, Any] = PARAMS, result: Any = RESULT
+) -> Callable[[], None]:
     """One tool call as a gateway makes it: the two hooks, already bound, and nothing else
     (so the harness's own attribute lookups and argument defaults are not timed)."""
     before, after = detector.before_tool_call, detector.after_tool_call

@@ -6,8 +6,6 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-settings.register_profile(
-    "ci", derandomize=True, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
-)
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
 if os.environ.get("CI"):
     settings.load_profile("ci")

@@ -81,7 +81,9 @@ def test_text_engine_matches_model(text: str, config: tuple[int, int, int, bool]
     key=KEYS,
     dtype=st.sampled_from([np.int32, np.int64]),
 )
-def test_token_engine_matches_model(tokens: list[int], config: tuple[int, int, int, bool], key: tuple[int, int], dtype: type) -> None:
+def test_token_engine_matches_model(
+    tokens: list[int], config: tuple[int, int, int, bool], key: tuple[int, int], dtype: type
+) -> None:
     window, repeats, max_period, ignore_ws = config
     # Token ids are hashed as the bits of an i64.
     expected = model([t & (2**64 - 1) for t in tokens], window, repeats, max_period, ignore_ws, key, never_blank)

@@ -63,7 +63,11 @@ def chat_chunk(content: Any, as_dict: bool) -> Any:
 
 @pytest.mark.parametrize("as_dict", [False, True])
 def test_chat_stream(as_dict: bool) -> None:
-    role_only = {"choices": [{"delta": {"role": "assistant"}}]} if as_dict else SimpleNamespace(choices=[SimpleNamespace(delta=SimpleNamespace(role="assistant"))])
+    role_only = (
+        {"choices": [{"delta": {"role": "assistant"}}]}
+        if as_dict
+        else SimpleNamespace(choices=[SimpleNamespace(delta=SimpleNamespace(role="assistant"))])
+    )
     usage = {"choices": [], "usage": {"total_tokens": 3}}
     plain = [role_only, usage] + [chat_chunk(text, as_dict) for text in PROSE] + [chat_chunk(None, as_dict)]
     assert list(guard_chat_stream(plain)) == plain

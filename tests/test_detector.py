@@ -324,7 +324,10 @@ def test_config_validation_names_the_field(field: str, value: Any, error: type) 
     ("fields", "message"),
     [
         ({"content_chunk_size": 100_000}, r"DoomLoopConfig\.content_chunk_size must be in 1\.\.=64535, got 100000"),
-        ({"max_repeated_chunks": 5000}, r"DoomLoopConfig\.max_repeated_chunks must be in 1\.\.=1996 with content_chunk_size=50, got 5000"),
+        (
+            {"max_repeated_chunks": 5000},
+            r"DoomLoopConfig\.max_repeated_chunks must be in 1\.\.=1996 with content_chunk_size=50, got 5000",
+        ),
         ({"max_cycle_period": 100}, r"DoomLoopConfig\.max_cycle_period must be <= 64, got 100"),
     ],
 )
@@ -351,7 +354,14 @@ def test_bad_arguments_raise_clear_errors() -> None:
         detector.record_action(5, {}, "r", success=True)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="success"):
         detector.record_action("a", {}, "r", success="yes")  # type: ignore[arg-type]
-    for duration, error in [(float("nan"), ValueError), (-1, ValueError), (-(2**2000), ValueError), ("1", TypeError), (True, TypeError), (None, None)]:
+    for duration, error in [
+        (float("nan"), ValueError),
+        (-1, ValueError),
+        (-(2**2000), ValueError),
+        ("1", TypeError),
+        (True, TypeError),
+        (None, None),
+    ]:
         if error is None:
             detector.record_action("a", {}, "r", success=True, duration=duration)
             continue

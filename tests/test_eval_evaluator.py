@@ -16,8 +16,9 @@ from doomloop import DoomLoopEvent, DoomLoopType, RecoveryAction
 from doomloop.eval import EvaluationLoopResult, IterationResult, LoopEvaluator, LoopHealthResult
 
 
-def loop(scores: List[float], *, threshold: float = 8.0, mode: str = "optimize",
-         success: Optional[bool] = None, duration: float = 0.0) -> EvaluationLoopResult:
+def loop(
+    scores: List[float], *, threshold: float = 8.0, mode: str = "optimize", success: Optional[bool] = None, duration: float = 0.0
+) -> EvaluationLoopResult:
     return EvaluationLoopResult(
         iterations=[IterationResult(iteration=i, score=s, output=f"draft {i}") for i, s in enumerate(scores, start=1)],
         success=success,
@@ -28,6 +29,7 @@ def loop(scores: List[float], *, threshold: float = 8.0, mode: str = "optimize",
 
 
 # --- the seed page's worked examples -------------------------------------------------------
+
 
 def test_quick_start_converged_loop_is_healthy() -> None:
     health = LoopEvaluator().run(loop([6.0, 7.5, 8.5], duration=12.5, success=True))
@@ -71,8 +73,12 @@ def test_structured_guard_events_as_dicts() -> None:
 
 
 def test_structured_guard_events_as_objects() -> None:
-    event = DoomLoopEvent(loop_type=DoomLoopType.REPEATED_ACTION, description="Same action repeated 3 times",
-                          action_history=["search"] * 3, recovery_action=RecoveryAction.RETRY_DIFFERENT)
+    event = DoomLoopEvent(
+        loop_type=DoomLoopType.REPEATED_ACTION,
+        description="Same action repeated 3 times",
+        action_history=["search"] * 3,
+        recovery_action=RecoveryAction.RETRY_DIFFERENT,
+    )
     health = LoopEvaluator().run(loop([6.0, 8.5]), guard_events=[event, {"is_loop": True}])
     assert health.doom_loop_fired is True
     assert health.guard_interventions == 2
@@ -123,6 +129,7 @@ def test_combine_quality_and_health() -> None:
 
 # --- rules -----------------------------------------------------------------------------
 
+
 def test_did_not_converge() -> None:
     health = LoopEvaluator().run(loop([5.0, 6.0, 7.9]))
     assert not health.converged and not health.passed
@@ -138,10 +145,13 @@ def test_threshold_precedence() -> None:
     assert LoopEvaluator(threshold=5.0).run(result).threshold == 5.0
 
 
-@pytest.mark.parametrize("loop_result", [
-    {"score_history": [7.9, 8.0]},
-    {"score_history": [7.9, 8.0], "threshold": None},
-])
+@pytest.mark.parametrize(
+    "loop_result",
+    [
+        {"score_history": [7.9, 8.0]},
+        {"score_history": [7.9, 8.0], "threshold": None},
+    ],
+)
 def test_threshold_none_everywhere_falls_back_to_8(loop_result: Any) -> None:
     health = LoopEvaluator(threshold=None).run(loop_result)
     assert health.threshold == 8.0
@@ -166,8 +176,10 @@ def test_mode_is_case_insensitive(mode: str) -> None:
     assert health.metadata["mode"] == "review"
 
 
-@pytest.mark.parametrize("loop_result", [{"score_history": [8.5, 9.0]}, {"score_history": [8.5, 9.0], "mode": None},
-                                         {"score_history": [8.5, 9.0], "mode": ""}])
+@pytest.mark.parametrize(
+    "loop_result",
+    [{"score_history": [8.5, 9.0]}, {"score_history": [8.5, 9.0], "mode": None}, {"score_history": [8.5, 9.0], "mode": ""}],
+)
 def test_missing_mode_is_optimize(loop_result: Any) -> None:
     health = LoopEvaluator().run(loop_result)
     assert health.wasted_iterations == 1 and health.metadata["mode"] == "optimize"
@@ -180,10 +192,22 @@ def test_unknown_mode_is_a_clear_error() -> None:
         LoopEvaluator().run({"score_history": [9.0], "mode": 1})
 
 
-@pytest.mark.parametrize(("flag", "converged"), [
-    ("false", False), ("False", False), ("0", False), ("no", False), ("", False),
-    ("true", True), ("yes", True), (0, False), (1, True), (False, False), (True, True),
-])
+@pytest.mark.parametrize(
+    ("flag", "converged"),
+    [
+        ("false", False),
+        ("False", False),
+        ("0", False),
+        ("no", False),
+        ("", False),
+        ("true", True),
+        ("yes", True),
+        (0, False),
+        (1, True),
+        (False, False),
+        (True, True),
+    ],
+)
 def test_review_success_flag_strings(flag: Any, converged: bool) -> None:
     # The final score says "converged" so any False here comes from the flag itself.
     health = LoopEvaluator().run({"score_history": [9.0], "mode": "review", "success": flag})
@@ -221,6 +245,7 @@ def test_none_inside_guard_events_is_rejected() -> None:
 
 # --- edge cases ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", ["optimize", "review"])
 def test_empty_history(mode: str) -> None:
     health = LoopEvaluator().run(EvaluationLoopResult(mode=mode, success=True))
@@ -235,8 +260,7 @@ def test_score_history_none_is_empty() -> None:
     health = LoopEvaluator().run({"score_history": None}, guard_events=[{"type": "doom_loop"}])
     assert health.metadata["num_iterations"] == 0
     assert health.reasoning == (
-        "Did not converge after 0 iteration(s). The score history is empty. "
-        "Doom-loop guard fired. 1 guard intervention(s)."
+        "Did not converge after 0 iteration(s). The score history is empty. Doom-loop guard fired. 1 guard intervention(s)."
     )
 
 
@@ -278,11 +302,16 @@ def test_score_history_must_be_a_sequence(bad: Any) -> None:
         LoopEvaluator().run({"score_history": bad})
 
 
-@pytest.mark.parametrize(("field_name", "value", "error"), [
-    ("threshold", math.nan, ValueError), ("threshold", "8", TypeError),
-    ("total_duration_seconds", -1.0, ValueError), ("total_duration_seconds", math.nan, ValueError),
-    ("total_duration_seconds", "3s", TypeError),
-])
+@pytest.mark.parametrize(
+    ("field_name", "value", "error"),
+    [
+        ("threshold", math.nan, ValueError),
+        ("threshold", "8", TypeError),
+        ("total_duration_seconds", -1.0, ValueError),
+        ("total_duration_seconds", math.nan, ValueError),
+        ("total_duration_seconds", "3s", TypeError),
+    ],
+)
 def test_bad_loop_fields_name_the_field(field_name: str, value: Any, error: type) -> None:
     with pytest.raises(error, match=rf"loop_result\.{field_name}"):
         LoopEvaluator().run({"score_history": [9.0], field_name: value})
@@ -305,20 +334,23 @@ def test_plain_objects_work_as_loop_results() -> None:
     assert health.iterations_to_success == 2 and health.threshold == 9.0 and health.total_duration_s == 4.0
 
 
-@pytest.mark.parametrize(("kwargs", "error", "message"), [
-    ({"threshold": math.nan}, ValueError, "LoopEvaluator.threshold must not be NaN"),
-    ({"threshold": "8"}, TypeError, "LoopEvaluator.threshold must be a number"),
-    ({"threshold": math.inf}, ValueError, "LoopEvaluator.threshold must be <= "),
-    ({"threshold": -1.0}, ValueError, "LoopEvaluator.threshold must be >= 0"),
-    ({"max_wasted_iterations": -1}, ValueError, "LoopEvaluator.max_wasted_iterations must be >= 0"),
-    ({"max_wasted_iterations": 1.5}, TypeError, "LoopEvaluator.max_wasted_iterations must be an int"),
-    ({"name": 3}, TypeError, "LoopEvaluator.name must be a str"),
-    ({"verbose": "yes"}, TypeError, "LoopEvaluator.verbose must be a bool"),
-    ({"save_results_path": 3}, TypeError, "LoopEvaluator.save_results_path must be a str"),
-    ({"save_results_path": "out/{run}.json"}, ValueError, "placeholders"),
-    ({"save_results_path": "out/{0}.json"}, ValueError, "placeholders"),
-    ({"save_results_path": "out/{name.json"}, ValueError, "placeholders"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"threshold": math.nan}, ValueError, "LoopEvaluator.threshold must not be NaN"),
+        ({"threshold": "8"}, TypeError, "LoopEvaluator.threshold must be a number"),
+        ({"threshold": math.inf}, ValueError, "LoopEvaluator.threshold must be <= "),
+        ({"threshold": -1.0}, ValueError, "LoopEvaluator.threshold must be >= 0"),
+        ({"max_wasted_iterations": -1}, ValueError, "LoopEvaluator.max_wasted_iterations must be >= 0"),
+        ({"max_wasted_iterations": 1.5}, TypeError, "LoopEvaluator.max_wasted_iterations must be an int"),
+        ({"name": 3}, TypeError, "LoopEvaluator.name must be a str"),
+        ({"verbose": "yes"}, TypeError, "LoopEvaluator.verbose must be a bool"),
+        ({"save_results_path": 3}, TypeError, "LoopEvaluator.save_results_path must be a str"),
+        ({"save_results_path": "out/{run}.json"}, ValueError, "placeholders"),
+        ({"save_results_path": "out/{0}.json"}, ValueError, "placeholders"),
+        ({"save_results_path": "out/{name.json"}, ValueError, "placeholders"),
+    ],
+)
 def test_constructor_validation(kwargs: Any, error: type, message: str) -> None:
     with pytest.raises(error, match=message.replace(".", r"\.")):
         LoopEvaluator(**kwargs)
@@ -333,6 +365,7 @@ def test_default_name_uses_the_eval_id() -> None:
 
 
 # --- side effects: files, printing, async ----------------------------------------------
+
 
 def test_save_results_path_templating(tmp_path: pathlib.Path) -> None:
     evaluator = LoopEvaluator(name="nightly", save_results_path=str(tmp_path / "runs" / "{name}" / "{eval_id}.json"))
@@ -386,7 +419,9 @@ def test_metadata_carries_the_picture_inputs() -> None:
     assert health.metadata["score_history"] == [6.0, 8.5, 9.0]
     assert health.metadata["converged_at"] == 2
     assert health.metadata["guard_events"] == [
-        {"iteration": 2, "fired": True}, {"iteration": None, "fired": False}, {"iteration": None, "fired": True},
+        {"iteration": 2, "fired": True},
+        {"iteration": None, "fired": False},
+        {"iteration": None, "fired": True},
     ]
     assert health.metadata["name"] == "n"
     review = LoopEvaluator().run(loop([9.0, 8.5], mode="review"))

@@ -224,4 +224,3 @@ def test_self_referencing_verdict_terminates() -> None:
     looping = Bag(blocked=False)
     looping.verdict = looping
     assert not is_doom_loop_event(looping)
-

@@ -82,8 +82,13 @@ def test_results_without_history_cannot_be_plotted(tmp_path: pathlib.Path) -> No
 
 
 def test_missing_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
-    for module in ("matplotlib", "matplotlib.figure", "matplotlib.backends", "matplotlib.backends.backend_agg",
-                   "matplotlib.ticker"):
+    for module in (
+        "matplotlib",
+        "matplotlib.figure",
+        "matplotlib.backends",
+        "matplotlib.backends.backend_agg",
+        "matplotlib.ticker",
+    ):
         monkeypatch.setitem(sys.modules, module, None)
     health = LoopEvaluator().run({"score_history": [9.0]})
     with pytest.raises(ImportError, match=r'pip install "doomloop\[plot\]"'):

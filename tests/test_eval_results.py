@@ -15,16 +15,34 @@ from doomloop.eval import EvaluationLoopResult, IterationResult, LoopEvaluator, 
 from doomloop.eval._json import MAX_INDENT_DEPTH, dumps
 
 KEY_ORDER = [
-    "iterations_to_success", "wasted_iterations", "doom_loop_fired", "guard_interventions", "total_duration_s",
-    "score_delta_per_iteration", "converged", "success", "passed", "threshold", "reasoning", "metadata",
+    "iterations_to_success",
+    "wasted_iterations",
+    "doom_loop_fired",
+    "guard_interventions",
+    "total_duration_s",
+    "score_delta_per_iteration",
+    "converged",
+    "success",
+    "passed",
+    "threshold",
+    "reasoning",
+    "metadata",
 ]
 
 
 def unhealthy() -> LoopHealthResult:
     return LoopHealthResult(
-        iterations_to_success=2, wasted_iterations=1, doom_loop_fired=True, guard_interventions=3,
-        total_duration_s=12.345, score_delta_per_iteration=[2.5, -0.25], converged=True, success=False,
-        threshold=8.0, reasoning="r", metadata={"num_iterations": 3},
+        iterations_to_success=2,
+        wasted_iterations=1,
+        doom_loop_fired=True,
+        guard_interventions=3,
+        total_duration_s=12.345,
+        score_delta_per_iteration=[2.5, -0.25],
+        converged=True,
+        success=False,
+        threshold=8.0,
+        reasoning="r",
+        metadata={"num_iterations": 3},
     )
 
 
@@ -83,18 +101,30 @@ def test_to_json_handles_values_json_has_no_type_for() -> None:
 
     result = unhealthy()
     odd_keys: Dict[Any, Any] = {
-        "type": DoomLoopType.NO_PROGRESS, "thing": Thing(), "tuple": (1, 2), "set": {3},
-        "nested_enum": Nested.PAIR, 7: "int key", None: "none key", (1, 2): "tuple key",
+        "type": DoomLoopType.NO_PROGRESS,
+        "thing": Thing(),
+        "tuple": (1, 2),
+        "set": {3},
+        "nested_enum": Nested.PAIR,
+        7: "int key",
+        None: "none key",
+        (1, 2): "tuple key",
     }
     result.metadata = odd_keys
     assert strict_loads(result.to_json())["metadata"] == {
-        "type": "no_progress", "thing": "a thing", "tuple": [1, 2], "set": [3],
-        "nested_enum": "Nested.PAIR", "7": "int key", "null": "none key", "(1, 2)": "tuple key",
+        "type": "no_progress",
+        "thing": "a thing",
+        "tuple": [1, 2],
+        "set": [3],
+        "nested_enum": "Nested.PAIR",
+        "7": "int key",
+        "null": "none key",
+        "(1, 2)": "tuple key",
     }
 
 
 def test_to_json_matches_json_dumps_on_plain_data() -> None:
-    data: Dict[str, Any] = {"a": [1, 2.5, {"b": None, "c": [], "d": {}}], "é": "x\"y\n", "t": True, "f": False}
+    data: Dict[str, Any] = {"a": [1, 2.5, {"b": None, "c": [], "d": {}}], "é": 'x"y\n', "t": True, "f": False}
     assert dumps(data) == json.dumps(data, indent=2)
     assert dumps(data, indent=4) == json.dumps(data, indent=4)
     assert dumps([]) == "[]" and dumps(3) == "3" and dumps(math.nan) == "null"
@@ -134,8 +164,13 @@ def test_shared_but_not_circular_values_are_fine() -> None:
 
 
 RICH_ROWS = [
-    ("Status", "❌ UNHEALTHY"), ("Converged", "✅"), ("Iterations to Success", "2"), ("Wasted Iterations", "1"),
-    ("Doom-Loop Fired", "⚠️ YES"), ("Guard Interventions", "3"), ("Duration", "12.35s"),
+    ("Status", "❌ UNHEALTHY"),
+    ("Converged", "✅"),
+    ("Iterations to Success", "2"),
+    ("Wasted Iterations", "1"),
+    ("Doom-Loop Fired", "⚠️ YES"),
+    ("Guard Interventions", "3"),
+    ("Duration", "12.35s"),
     ("Score Deltas", "+2.5 → -0.2"),
 ]
 
@@ -168,8 +203,7 @@ def test_print_summary_plain_fallback(capsys: pytest.CaptureFixture[str], monkey
     )
 
 
-def test_plain_fallback_healthy_without_deltas(capsys: pytest.CaptureFixture[str],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plain_fallback_healthy_without_deltas(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "rich", None)
     monkeypatch.setitem(sys.modules, "rich.console", None)
     LoopEvaluator().run({"score_history": [9.0]}).print_summary()
@@ -178,8 +212,12 @@ def test_plain_fallback_healthy_without_deltas(capsys: pytest.CaptureFixture[str
 
 
 def test_evaluation_loop_result_properties() -> None:
-    result = EvaluationLoopResult(iterations=[IterationResult(1, 6.0, "a"), IterationResult(2, 8.5, "b")],
-                                  success=True, total_duration_seconds=3.0, mode="review")
+    result = EvaluationLoopResult(
+        iterations=[IterationResult(1, 6.0, "a"), IterationResult(2, 8.5, "b")],
+        success=True,
+        total_duration_seconds=3.0,
+        mode="review",
+    )
     assert result.score_history == [6.0, 8.5]
     assert result.num_iterations == 2 and result.final_score == 8.5
     assert EvaluationLoopResult().final_score is None and EvaluationLoopResult().score_history == []
@@ -187,8 +225,13 @@ def test_evaluation_loop_result_properties() -> None:
 
 
 def test_evaluation_loop_result_dict_is_evaluator_input() -> None:
-    result = EvaluationLoopResult(iterations=[IterationResult(1, 6.0), IterationResult(2, 8.5)],
-                                  success=False, total_duration_seconds=3.0, threshold=8.0, mode="review")
+    result = EvaluationLoopResult(
+        iterations=[IterationResult(1, 6.0), IterationResult(2, 8.5)],
+        success=False,
+        total_duration_seconds=3.0,
+        threshold=8.0,
+        mode="review",
+    )
     as_dict = strict_loads(json.dumps(result.to_dict()))
     assert as_dict["iterations"][1]["score"] == 8.5
     from_object = LoopEvaluator().run(result).to_dict()

@@ -58,18 +58,37 @@ class UpstreamLoopResult:
     max_wasted=st.integers(min_value=0, max_value=2),
     events=st.lists(st.tuples(signal, st.booleans()), max_size=4),
 )
-def test_agrees_with_upstream(scores: List[float], loop_threshold: float, threshold: Optional[float], mode: str,
-                              success: bool, max_wasted: int, events: List[Any]) -> None:
+def test_agrees_with_upstream(
+    scores: List[float],
+    loop_threshold: float,
+    threshold: Optional[float],
+    mode: str,
+    success: bool,
+    max_wasted: int,
+    events: List[Any],
+) -> None:
     guard_events = [Event(fields) if as_object else dict(fields) for fields, as_object in events]
-    ours = LoopEvaluator(threshold=threshold, max_wasted_iterations=max_wasted).run(
-        EvaluationLoopResult(
-            iterations=[IterationResult(i, s) for i, s in enumerate(scores, start=1)],
-            success=success, total_duration_seconds=1.5, threshold=loop_threshold, mode=mode,
-        ),
-        guard_events=guard_events,
-    ).to_dict()
-    theirs = upstream_eval.LoopEvaluator(threshold=threshold, max_wasted_iterations=max_wasted).run(
-        UpstreamLoopResult(scores, loop_threshold, mode, success), guard_events=guard_events,
-    ).to_dict()
+    ours = (
+        LoopEvaluator(threshold=threshold, max_wasted_iterations=max_wasted)
+        .run(
+            EvaluationLoopResult(
+                iterations=[IterationResult(i, s) for i, s in enumerate(scores, start=1)],
+                success=success,
+                total_duration_seconds=1.5,
+                threshold=loop_threshold,
+                mode=mode,
+            ),
+            guard_events=guard_events,
+        )
+        .to_dict()
+    )
+    theirs = (
+        upstream_eval.LoopEvaluator(threshold=threshold, max_wasted_iterations=max_wasted)
+        .run(
+            UpstreamLoopResult(scores, loop_threshold, mode, success),
+            guard_events=guard_events,
+        )
+        .to_dict()
+    )
     assert ours.pop("metadata")["num_iterations"] == theirs.pop("metadata")["num_iterations"]
     assert ours == theirs

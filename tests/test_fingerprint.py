@@ -24,20 +24,15 @@ from doomloop import _core, fingerprint
 
 VECTORS = Path(__file__).with_name("fingerprint_vectors.json")
 
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.text()
-    | st.binary()
-)
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text() | st.binary()
 values = st.recursive(
     scalars,
-    lambda children: st.lists(children)
-    | st.tuples(children, children)
-    | st.dictionaries(st.text() | st.integers(), children)
-    | st.frozensets(st.integers() | st.text()),
+    lambda children: (
+        st.lists(children)
+        | st.tuples(children, children)
+        | st.dictionaries(st.text() | st.integers(), children)
+        | st.frozensets(st.integers() | st.text())
+    ),
     max_leaves=40,
 )
 
@@ -57,10 +52,12 @@ def _with_cycle(items: list[Any]) -> list[Any]:
 # and some that contain themselves: the walk's digest reuse must not change the encoding.
 shared_values = st.recursive(
     scalars,
-    lambda children: st.lists(children, max_size=3).map(lambda xs: xs + xs)
-    | st.tuples(children).map(lambda t: [t, {"again": t}, (t,)])
-    | st.dictionaries(st.text(max_size=3), children, max_size=3).map(lambda d: [d, [d], d])
-    | st.lists(children, max_size=3).map(_with_cycle),
+    lambda children: (
+        st.lists(children, max_size=3).map(lambda xs: xs + xs)
+        | st.tuples(children).map(lambda t: [t, {"again": t}, (t,)])
+        | st.dictionaries(st.text(max_size=3), children, max_size=3).map(lambda d: [d, [d], d])
+        | st.lists(children, max_size=3).map(_with_cycle)
+    ),
     max_leaves=30,
 )
 
@@ -240,11 +237,7 @@ def _run_isolated(code: str, timeout: float = 60.0) -> subprocess.CompletedProce
 def test_shared_sub_objects_cost_their_distinct_objects() -> None:
     # 41 lists, each holding the next one twice: 2**40 paths. Before, this never finished.
     result = _run_isolated(
-        "import doomloop\n"
-        "x = []\n"
-        "for _ in range(40):\n"
-        "    x = [x, x]\n"
-        "print(doomloop.fingerprint(x))\n",
+        "import doomloop\nx = []\nfor _ in range(40):\n    x = [x, x]\nprint(doomloop.fingerprint(x))\n",
         timeout=30,
     )
     assert result.returncode == 0, result.stderr
@@ -259,7 +252,9 @@ def test_shared_sub_objects_cost_their_distinct_objects() -> None:
     assert fingerprint(shared) == fingerprint(tree(12)) == model(tree(12))
     # Shared dicts, tuples, sets and objects too, and reuse never crosses the depth cap.
     inner = {"k": (1, frozenset({2}))}
-    assert fingerprint([inner, inner, {"again": inner}]) == model([{"k": (1, frozenset({2}))}] * 2 + [{"again": {"k": (1, frozenset({2}))}}])
+    assert fingerprint([inner, inner, {"again": inner}]) == model(
+        [{"k": (1, frozenset({2}))}] * 2 + [{"again": {"k": (1, frozenset({2}))}}]
+    )
     deep: list[Any] = [7]
     for _ in range(_core.MAX_DEPTH - 3):
         deep = [deep]

@@ -640,7 +640,11 @@ def test_int_subclass_digits_are_read_from_the_int() -> None:
     numbers = [["int", 5], ["int", -(2**63) - 1], ["bigint", 100, 1], ["bigint", 100, -1], ["bigint", 100_000, -1]]
     cases = [{"op": "fingerprint", "value": ["int_sub", lie, number]} for lie in hostile.INT_LIES for number in numbers]
     reports = run_worker(cases)
-    wrong = [case["value"] for case, report in zip(cases, reports, strict=True) if "ok" not in report or report["ok"][0] != report["ok"][3]]
+    wrong = [
+        case["value"]
+        for case, report in zip(cases, reports, strict=True)
+        if "ok" not in report or report["ok"][0] != report["ok"][3]
+    ]
     assert not wrong, f"{len(wrong)} lying ints hash unlike their value, e.g. {wrong[:4]}"
 
 

@@ -27,7 +27,15 @@ def text_result(text: str, details: Optional[Dict[str, Any]] = None) -> Dict[str
     return {"content": [{"type": "text", "text": text}], "details": details if details is not None else {}}
 
 
-def run(detector: ToolLoopDetector, tool: str, params: Dict[str, Any], result: Any = None, *, error: Any = None, run_id: Optional[str] = None) -> Any:
+def run(
+    detector: ToolLoopDetector,
+    tool: str,
+    params: Dict[str, Any],
+    result: Any = None,
+    *,
+    error: Any = None,
+    run_id: Optional[str] = None,
+) -> Any:
     """One wired call; returns the decision."""
     decision = detector.before_tool_call(tool, params, run_id=run_id)
     if decision.blocked:
@@ -282,7 +290,9 @@ def test_exec_ignores_runtime_metadata() -> None:
     assert h("exec", exec_result("running", tail="[1/9]", pid=1)) == h("exec", exec_result("running", tail="[1/9]", pid=2))
     assert h("exec", exec_result("running", tail="[1/9]")) != h("exec", exec_result("running", tail="[2/9]"))
     pending = dict(reason="r", host="h", command="c", warningText="w")
-    assert h("exec", exec_result("approval-pending", pid=1, **pending)) == h("exec", exec_result("approval-pending", pid=2, **pending))
+    assert h("exec", exec_result("approval-pending", pid=1, **pending)) == h(
+        "exec", exec_result("approval-pending", pid=2, **pending)
+    )
     # Another status falls through to the generic rule, where pid counts.
     assert h("exec", exec_result("weird", pid=1)) != h("exec", exec_result("weird", pid=2))
     # The exec rule applies only to a call named exactly exec.
@@ -345,12 +355,17 @@ def test_params_canonical_form() -> None:
     ]
     for params in same:
         run(detector, "q", params, "r")
-    assert detector.record_outcome("q", same[0], result="r").args_hash == detector.record_outcome("q", same[1], result="r").args_hash
+    assert (
+        detector.record_outcome("q", same[0], result="r").args_hash == detector.record_outcome("q", same[1], result="r").args_hash
+    )
     ids = {detector.record_outcome("q", p, result="r").args_hash for p in ({"a": 1}, {"a": True}, {"a": "1"}, {"a": 1.5})}
     assert len(ids) == 4
     nan = {detector.record_outcome("q", {"a": v}, result="r").args_hash for v in (math.nan, float("nan"))}
     assert len(nan) == 1
-    named = {detector.record_outcome("q", {"a": v}, result="r").args_hash for v in (math.nan, "NaN", None, math.inf, -math.inf, "Infinity")}
+    named = {
+        detector.record_outcome("q", {"a": v}, result="r").args_hash
+        for v in (math.nan, "NaN", None, math.inf, -math.inf, "Infinity")
+    }
     assert len(named) == 6
 
 
@@ -581,7 +596,9 @@ def test_standalone_guard(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_threads_sharing_one_detector_lose_no_update() -> None:
-    detector = ToolLoopDetector(history_size=10_000, warning_threshold=10**6, critical_threshold=10**6 + 1, global_circuit_breaker_threshold=10**6 + 2)
+    detector = ToolLoopDetector(
+        history_size=10_000, warning_threshold=10**6, critical_threshold=10**6 + 1, global_circuit_breaker_threshold=10**6 + 2
+    )
     threads_n, calls = 8, 500
     errors: List[BaseException] = []
 
@@ -689,7 +706,9 @@ def test_lone_surrogates_hash_exactly_and_never_raise() -> None:
     ]
     assert content[0] == content[3] and len(set(content)) == 3
     two = tool_result_hash("t", {}, result={"content": [{"type": "text", "text": "a\udcff"}, {"type": "text", "text": "b"}]})
-    assert two != tool_result_hash("t", {}, result={"content": [{"type": "text", "text": "a\udcfe"}, {"type": "text", "text": "b"}]})
+    assert two != tool_result_hash(
+        "t", {}, result={"content": [{"type": "text", "text": "a\udcfe"}, {"type": "text", "text": "b"}]}
+    )
     detector = ToolLoopDetector(warning_threshold=2, critical_threshold=3)
     decisions = [detector.before_tool_call("read\udcff", {"path": "x"}) for _ in range(3)]
     detector.after_tool_call("read\udcff", {"path": "x"}, error="no such tool: read\udcff")

@@ -122,7 +122,10 @@ def test_strict_must_be_a_bool(strict: Any) -> None:
         LoopDetectionConfig.from_openclaw({}, strict=strict)
 
 
-@pytest.mark.parametrize(("window", "error"), [(True, TypeError), ("3", TypeError), (2.0, TypeError), (0, ValueError), (MAX_GUARD_WINDOW + 1, ValueError)])
+@pytest.mark.parametrize(
+    ("window", "error"),
+    [(True, TypeError), ("3", TypeError), (2.0, TypeError), (0, ValueError), (MAX_GUARD_WINDOW + 1, ValueError)],
+)
 def test_post_compaction_guard_window_is_validated(window: Any, error: type) -> None:
     with pytest.raises(error, match=r"PostCompactionGuard\.window_size"):
         PostCompactionGuard(window)
@@ -165,7 +168,11 @@ def test_runtime_orders_thresholds_and_logs(caplog: pytest.LogCaptureFixture) ->
     config = LoopDetectionConfig(warning_threshold=5, critical_threshold=4, global_circuit_breaker_threshold=3)
     with caplog.at_level(logging.WARNING, logger="doomloop"):
         settings = config.engine_settings()
-    assert (settings["warning_threshold"], settings["critical_threshold"], settings["global_circuit_breaker_threshold"]) == (5, 6, 7)
+    assert (settings["warning_threshold"], settings["critical_threshold"], settings["global_circuit_breaker_threshold"]) == (
+        5,
+        6,
+        7,
+    )
     assert len(caplog.records) == 2
     # Detection stays on: blocked at the raised critical threshold.
     detector = ToolLoopDetector(config)

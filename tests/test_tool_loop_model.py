@@ -92,7 +92,9 @@ class Model:
     def trim(self) -> None:
         del self.history[: max(0, len(self.history) - self.cfg["history"])]
 
-    def call(self, tool: str, args: Any, run: Optional[str], poll: bool, result: Any, unknown: Optional[str]) -> Tuple[Verdict, bool, bool, Optional[bool]]:
+    def call(
+        self, tool: str, args: Any, run: Optional[str], poll: bool, result: Any, unknown: Optional[str]
+    ) -> Tuple[Verdict, bool, bool, Optional[bool]]:
         verdict, key = self.detect(tool, args, run, poll)
         if verdict is not None and verdict[0] == "critical":
             return verdict, True, False, None

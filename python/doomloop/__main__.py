@@ -49,8 +49,10 @@ def main() -> None:
     clock.now = 121.0
     _report(detector, "two minutes later")
     stats = detector.get_stats()
-    print(f"\nstats: {stats['total_actions']} actions, {stats['failed_actions']} failed, "
-          f"{stats['loop_events']} loop episodes, {stats['recovery_attempts']} recovery attempt(s)")
+    print(
+        f"\nstats: {stats['total_actions']} actions, {stats['failed_actions']} failed, "
+        f"{stats['loop_events']} loop episodes, {stats['recovery_attempts']} recovery attempt(s)"
+    )
 
 
 if __name__ == "__main__":

@@ -99,6 +99,7 @@ MAX_CYCLE_REPEATS: int
 def check_session_config(config: Any, /) -> None:
     """Raise ValueError, naming the setting and its range, if the engine cannot honour this
     ``DoomLoopConfig`` (its output settings' joint limits)."""
+
 MAX_GUARD_WINDOW: int
 """Largest post-compaction guard window accepted."""
 
@@ -276,6 +277,7 @@ def tool_result_hash(
     tool: str, params: Optional[Mapping[str, Any]], *, result: Any = None, error: Union[BaseException, str, None] = None
 ) -> Optional[int]:
     """The result hash a tool-loop detector records for this outcome (built-in rules)."""
+
 CHANT_DETACH_THRESHOLD: int
 """Text chunks of at least this many bytes (code points, for long non-ASCII text), and token
 arrays of at least this many tokens, are scanned with the interpreter lock released."""
@@ -316,6 +318,8 @@ class ChantEngine:
 class TextGuard:
     """The iterator behind :func:`doomloop.guard_stream` (use that function)."""
 
-    def __new__(cls, source: Iterable[str], detector: ChantEngine, exception: Optional[Callable[[Any], BaseException]] = None) -> TextGuard: ...
+    def __new__(
+        cls, source: Iterable[str], detector: ChantEngine, exception: Optional[Callable[[Any], BaseException]] = None
+    ) -> TextGuard: ...
     def __iter__(self) -> TextGuard: ...
     def __next__(self) -> str: ...

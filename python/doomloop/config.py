@@ -104,9 +104,12 @@ class DoomLoopConfig:
         }
         for name, (value, minimum) in ints.items():
             self._set(name, positive_int(_OWNER, name, value, minimum=minimum))
-        self._set("max_cycle_period", positive_int(_OWNER, "max_cycle_period", max_cycle_period, minimum=2, maximum=MAX_CYCLE_PERIOD))
         self._set(
-            "min_cycle_repeats", positive_int(_OWNER, "min_cycle_repeats", min_cycle_repeats, minimum=2, maximum=MAX_CYCLE_REPEATS)
+            "max_cycle_period", positive_int(_OWNER, "max_cycle_period", max_cycle_period, minimum=2, maximum=MAX_CYCLE_PERIOD)
+        )
+        self._set(
+            "min_cycle_repeats",
+            positive_int(_OWNER, "min_cycle_repeats", min_cycle_repeats, minimum=2, maximum=MAX_CYCLE_REPEATS),
         )
         similarity = number(_OWNER, "similarity_threshold", similarity_threshold)
         if similarity > 1.0:

@@ -66,7 +66,9 @@ def _stop(iterator: Iterator[Any], detector: ChantDetector, raise_: bool) -> Non
         raise ChantingDetected(detector.event)
 
 
-async def _guard_async(chunks: AsyncIterable[T], text: Callable[[T], Optional[str]], detector: ChantDetector, raise_: bool) -> AsyncIterator[T]:
+async def _guard_async(
+    chunks: AsyncIterable[T], text: Callable[[T], Optional[str]], detector: ChantDetector, raise_: bool
+) -> AsyncIterator[T]:
     feed = detector.feed
     iterator = chunks.__aiter__()
     async for chunk in iterator:
@@ -87,7 +89,9 @@ def _text(chunk: Any) -> Any:
     return chunk
 
 
-def guard_stream(chunks: Iterable[str], detector: Optional[ChantDetector] = None, *, on_chant: OnChant = "raise") -> Iterator[str]:
+def guard_stream(
+    chunks: Iterable[str], detector: Optional[ChantDetector] = None, *, on_chant: OnChant = "raise"
+) -> Iterator[str]:
     """Yield text chunks unchanged until ``detector`` (default: a new
     :class:`ChantDetector`) finds chanting; then raise or stop as ``on_chant`` says.
     A chunk that is not a str raises TypeError."""
@@ -96,20 +100,25 @@ def guard_stream(chunks: Iterable[str], detector: Optional[ChantDetector] = None
     return TextGuard(chunks, checked, ChantingDetected if on_chant == "raise" else None)
 
 
-def guard_stream_async(chunks: AsyncIterable[str], detector: Optional[ChantDetector] = None, *, on_chant: OnChant = "raise") -> AsyncIterator[str]:
+def guard_stream_async(
+    chunks: AsyncIterable[str], detector: Optional[ChantDetector] = None, *, on_chant: OnChant = "raise"
+) -> AsyncIterator[str]:
     """:func:`guard_stream` for an async iterator of text chunks."""
     checked = _checked(detector, on_chant)
     return _guard_async(chunks, _text, checked, on_chant == "raise")
 
 
-def guard_chat_stream(chunks: Iterable[T], detector: Optional[ChantDetector] = None, *, on_chant: OnChant = "raise") -> Iterator[T]:
+def guard_chat_stream(
+    chunks: Iterable[T], detector: Optional[ChantDetector] = None, *, on_chant: OnChant = "raise"
+) -> Iterator[T]:
     """Yield chat-completion chunks unchanged, checking their ``choices[0].delta.content``."""
     checked = _checked(detector, on_chant)
     return _guard_chat(chunks, checked, on_chant == "raise")
 
 
-def guard_chat_stream_async(chunks: AsyncIterable[T], detector: Optional[ChantDetector] = None, *, on_chant: OnChant = "raise") -> AsyncIterator[T]:
+def guard_chat_stream_async(
+    chunks: AsyncIterable[T], detector: Optional[ChantDetector] = None, *, on_chant: OnChant = "raise"
+) -> AsyncIterator[T]:
     """:func:`guard_chat_stream` for an async iterator of chat-completion chunks."""
     checked = _checked(detector, on_chant)
     return _guard_async(chunks, chat_content, checked, on_chant == "raise")
-

@@ -203,7 +203,8 @@ def _check_block(path: str, block: Any) -> None:
     for first, second in _ORDERED:
         if first in block and second in block and not block[first] < block[second]:
             raise ConfigError(
-                f"{path}.{second}", f"must be greater than {first} ({_validate.shown(block[first])}), got {_validate.shown(block[second])}"
+                f"{path}.{second}",
+                f"must be greater than {first} ({_validate.shown(block[first])}), got {_validate.shown(block[second])}",
             )
     detectors = block.get("detectors")
     if detectors is not None:
@@ -236,7 +237,9 @@ def _lenient_number(path: str, key: str, value: Any, default: int) -> int:
     if value is None:
         return default
     if not _is_positive_int(value):
-        _log.warning("loop-detection config: %s must be a positive integer, got %s; using %d", path, _validate.shown(value), default)
+        _log.warning(
+            "loop-detection config: %s must be a positive integer, got %s; using %d", path, _validate.shown(value), default
+        )
         return default
     cap = _CAPS.get(key)
     if cap is not None and value > cap:
@@ -352,7 +355,9 @@ class LoopDetectionConfig:
         critical = self.critical_threshold
         breaker = self.global_circuit_breaker_threshold
         if critical <= warning:
-            _log.warning("loop detection: critical_threshold %d <= warning_threshold %d; using %d", critical, warning, warning + 1)
+            _log.warning(
+                "loop detection: critical_threshold %d <= warning_threshold %d; using %d", critical, warning, warning + 1
+            )
             critical = warning + 1
         if breaker <= critical:
             _log.warning(

@@ -127,9 +127,7 @@ class ToolLoopDetector(ToolLoopEngine):
         return self
 
     @classmethod
-    def from_openclaw(
-        cls, cfg: Optional[Mapping[str, Any]], agent_id: Optional[str] = None, **options: Any
-    ) -> ToolLoopDetector:
+    def from_openclaw(cls, cfg: Optional[Mapping[str, Any]], agent_id: Optional[str] = None, **options: Any) -> ToolLoopDetector:
         """A detector configured as OpenClaw would be: ``cfg`` is a whole OpenClaw config or
         just its ``loopDetection`` block, read leniently (bad values fall back to defaults,
         logged); detection stays off unless ``enabled: true``. ``None`` means no block at
@@ -190,4 +188,3 @@ class PostCompactionGuard(GuardEngine):
         attempts = self._arm()
         _log.info("post-compaction guard armed for %d attempts", attempts)
         return attempts
-

@@ -60,12 +60,18 @@ def plot_loop_health(result: LoopHealthResult, path: Union[str, os.PathLike[str]
     converged_at = result.metadata.get("converged_at")
     if isinstance(converged_at, int) and 1 <= converged_at <= len(scores):
         axes.scatter(
-            [converged_at], [scores[converged_at - 1]], marker="*", s=300, color="tab:green",
-            zorder=4, label=f"converged at {converged_at}",
+            [converged_at],
+            [scores[converged_at - 1]],
+            marker="*",
+            s=300,
+            color="tab:green",
+            zorder=4,
+            label=f"converged at {converged_at}",
         )
         if result.wasted_iterations > 0:
-            axes.axvspan(converged_at, len(scores), color="tab:red", alpha=0.08,
-                         label=f"{result.wasted_iterations} wasted iteration(s)")
+            axes.axvspan(
+                converged_at, len(scores), color="tab:red", alpha=0.08, label=f"{result.wasted_iterations} wasted iteration(s)"
+            )
 
     kinds: Tuple[Tuple[bool, str, Literal["-", ":"], str], ...] = (
         (True, "tab:red", "-", "doom-loop guard fired"),
@@ -75,16 +81,29 @@ def plot_loop_health(result: LoopHealthResult, path: Union[str, os.PathLike[str]
         xs = [iteration for iteration, did_fire in placed if did_fire is fired]
         if xs:
             # One collection for all events of a kind: fast even with thousands of events.
-            axes.vlines(xs, 0, 1, transform=axes.get_xaxis_transform(), colors=color,
-                        linestyles=style, linewidth=2, label=label, zorder=2)
+            axes.vlines(
+                xs, 0, 1, transform=axes.get_xaxis_transform(), colors=color, linestyles=style, linewidth=2, label=label, zorder=2
+            )
 
     if not scores:
-        axes.text(0.5, 0.5, "no iterations", transform=axes.transAxes, ha="center", va="center",
-                  bbox={"facecolor": "white", "edgecolor": "none"})
+        axes.text(
+            0.5,
+            0.5,
+            "no iterations",
+            transform=axes.transAxes,
+            ha="center",
+            va="center",
+            bbox={"facecolor": "white", "edgecolor": "none"},
+        )
     if unplaced:
         fired_count = sum(unplaced)
-        figure.text(0.01, 0.01, f"{len(unplaced)} guard event(s) without an iteration ({fired_count} fired)",
-                    fontsize="small", color="tab:red" if fired_count else "black")
+        figure.text(
+            0.01,
+            0.01,
+            f"{len(unplaced)} guard event(s) without an iteration ({fired_count} fired)",
+            fontsize="small",
+            color="tab:red" if fired_count else "black",
+        )
 
     status = "HEALTHY" if result.success else "UNHEALTHY"
     name = result.metadata.get("name")
@@ -108,9 +127,7 @@ def plot_loop_health(result: LoopHealthResult, path: Union[str, os.PathLike[str]
 def _scores(result: LoopHealthResult) -> List[float]:
     scores = result.metadata.get("score_history")
     if not isinstance(scores, list):
-        raise ValueError(
-            "result.metadata has no score_history list to plot; plot results returned by LoopEvaluator.run"
-        )
+        raise ValueError("result.metadata has no score_history list to plot; plot results returned by LoopEvaluator.run")
     for index, score in enumerate(scores):
         if isinstance(score, bool) or not isinstance(score, numbers.Real) or not math.isfinite(score):
             raise ValueError(f"result.metadata['score_history'][{index}] must be a finite number, got {score!r}")
