@@ -263,6 +263,7 @@ def test_zz_ratios() -> None:
         if {f"{impl}_fresh", f"{impl}_grown"} <= m.keys():
             fresh, grown = m[f"{impl}_fresh"], m[f"{impl}_grown"]
             print(
-                f"{impl} record_response(1 KiB)+is_doom_loop: fresh {fresh * 1e6:.1f} us, after 10 MB {grown * 1e6:.1f} us ({grown / fresh:.2f}x)"
+                f"{impl} record_response(1 KiB)+is_doom_loop: fresh {fresh * 1e6:.1f} us, "
+                f"after 10 MB {grown * 1e6:.1f} us ({grown / fresh:.2f}x)"
             )
     assert all(v > 0 for v in m.values())

@@ -68,7 +68,8 @@ def markdown_table(rng: random.Random, rows: int) -> str:
     header = "| id | name | status | owner | updated |\n|----|------|--------|-------|---------|\n"
     names = ["alpha", "beta", "gamma", "delta", "epsilon"]
     body = "".join(
-        f"| {i} | {rng.choice(names)} | {rng.choice(['ok', 'failed', 'pending'])} | team-{rng.randrange(9)} | 2024-0{rng.randrange(1, 10)}-1{rng.randrange(10)} |\n"
+        f"| {i} | {rng.choice(names)} | {rng.choice(['ok', 'failed', 'pending'])} | team-{rng.randrange(9)} "
+        f"| 2024-0{rng.randrange(1, 10)}-1{rng.randrange(10)} |\n"
         for i in range(rows)
     )
     return header + body

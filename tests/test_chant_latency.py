@@ -16,7 +16,8 @@ PRIMES = [p for p in range(2, 1001) if all(p % d for d in range(2, int(p**0.5) +
 PERIODS = sorted(set(range(1, 71)) | set(PRIMES) | set(range(40, 61)) | set(range(95, 106)) | set(range(990, 1001)))
 ALPHABETS = [
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:!?()[]{}<>=+-*/'\"\n\t",
-    "\u7684\u4e00\u662f\u4e0d\u4e86\u4eba\u6211\u5728\u6709\u4ed6\u8fd9\u4e2d\u5927\u6765\u4e0a\u56fd \U0001f600\U0001f680\u00e9\u00df",
+    "\u7684\u4e00\u662f\u4e0d\u4e86\u4eba\u6211\u5728\u6709\u4ed6\u8fd9\u4e2d\u5927\u6765\u4e0a\u56fd"
+    " \U0001f600\U0001f680\u00e9\u00df",
 ]
 
 
