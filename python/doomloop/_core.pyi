@@ -8,6 +8,7 @@ from .chant import ChantEvent
 
 __all__ = [
     "CHANT_DETACH_THRESHOLD",
+    "COMPACTION_DETECTOR",
     "ChantEngine",
     "GuardEngine",
     "GuardVerdict",
@@ -91,6 +92,8 @@ MAX_HISTORY_SIZE: int
 """Largest ``history_size`` a tool-loop detector accepts."""
 MAX_THRESHOLD: int
 """Largest tool-loop threshold accepted (2**31 - 1)."""
+COMPACTION_DETECTOR: str
+"""The post-compaction guard's detector name, ``"compaction_loop_persisted"``."""
 MAX_CYCLE_PERIOD: int
 """Largest ``DoomLoopConfig.max_cycle_period`` (64)."""
 MAX_CYCLE_REPEATS: int

@@ -14,6 +14,7 @@ from typing import Any, Mapping, Optional
 
 from . import _log, _validate
 from ._core import (
+    COMPACTION_DETECTOR,
     MAX_GUARD_WINDOW,
     GuardEngine,
     GuardVerdict,
@@ -44,10 +45,10 @@ class CompactionLoopPersisted(RuntimeError):
     """The post-compaction guard saw the same (tool, args, result) fill its window: the
     compaction did not break the loop and the run should stop."""
 
-    detector = "compaction_loop_persisted"
+    detector = COMPACTION_DETECTOR
 
     def __init__(self, tool: str, count: int, message: Optional[str] = None) -> None:
-        super().__init__(message or f"compaction_loop_persisted: {tool} repeated {count} times after compaction")
+        super().__init__(message or f"{COMPACTION_DETECTOR}: {tool} repeated {count} times after compaction")
         self.tool = tool
         self.count = count
 

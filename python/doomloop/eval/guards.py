@@ -36,6 +36,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Optional
 
+from .._core import COMPACTION_DETECTOR
 from ._duck import flag, is_set, read_field, word
 
 __all__ = ["DOOM_LOOP_MARKERS", "event_iteration", "is_doom_loop_event"]
@@ -59,7 +60,6 @@ DOOM_LOOP_MARKERS = frozenset(
 """The ``type`` / ``event`` values that mean a doom loop was detected."""
 
 _FLAGS = ("is_loop", "doom_loop", "doom_loop_fired", "should_abort")
-_COMPACTION_DETECTOR = "compaction_loop_persisted"
 # Decisions wrap verdicts one level deep; the bound keeps an object whose verdict is itself
 # (or a longer chain) from looping forever.
 _MAX_VERDICT_NESTING = 8
@@ -95,7 +95,7 @@ def _fires(event: object) -> bool:
         return True
     if word(read_field(event, "level")) == "critical":
         return True
-    return not is_set(read_field(event, "should_abort")) and word(read_field(event, "detector")) == _COMPACTION_DETECTOR
+    return not is_set(read_field(event, "should_abort")) and word(read_field(event, "detector")) == COMPACTION_DETECTOR
 
 
 def event_iteration(event: object) -> Optional[int]:

@@ -38,6 +38,9 @@ mod _core {
     const MAX_GUARD_WINDOW: u32 = crate::tool_loop::MAX_GUARD_WINDOW;
 
     #[pymodule_export]
+    const COMPACTION_DETECTOR: &str = doomloop_engine::tool_loop::COMPACTION_DETECTOR;
+
+    #[pymodule_export]
     use crate::chant::{ChantEngine, TextGuard};
 
     #[pymodule_export]

@@ -9,8 +9,10 @@
 use std::sync::{Mutex, MutexGuard};
 
 use doomloop_engine::tool_loop::{
-    CompactionGuard, Decision, Finding, GuardVerdict as EngineGuardVerdict, Level, LoopConfig, ToolLoopSession,
+    compaction_message, CompactionGuard, Decision, Detector, Finding, GuardVerdict as EngineGuardVerdict, Level,
+    LoopConfig, ToolLoopSession, COMPACTION_DETECTOR,
 };
+use doomloop_engine::tool_result::{VETO_REASON, VETO_STATUS};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -27,8 +29,6 @@ pub const MAX_GUARD_WINDOW: u32 = 1_000;
 /// Largest threshold a config accepts (`i32::MAX`): the engine's `u32` keeps room to raise
 /// an unordered `critical` or `global` threshold above the one below it.
 pub const MAX_THRESHOLD: u32 = i32::MAX as u32;
-
-const DETECTOR_COMPACTION: &str = "compaction_loop_persisted";
 
 // ---------------------------------------------------------------------------------------
 // Verdict types
@@ -229,13 +229,10 @@ fn guard_verdict(
             py,
             GuardVerdict {
                 should_abort: true,
-                detector: Some(DETECTOR_COMPACTION),
+                detector: Some(COMPACTION_DETECTOR),
                 count,
                 tool_name: Some(tool.clone().unbind()),
-                message: Some(format!(
-                    "{DETECTOR_COMPACTION}: {tool} repeated the same call with the same result {count} times \
-                     after compaction; aborting the run."
-                )),
+                message: Some(compaction_message(&tool.to_string_lossy(), count)),
             },
         ),
     }
@@ -300,88 +297,28 @@ fn verdict_of(py: Python<'_>, call: &Call<'_>, found: Option<FindingNames>) -> P
     };
     let f = found.finding;
     // Display text: a lone surrogate shows as U+FFFD.
-    let tool = &*call.tool.to_string_lossy();
-    let critical = f.level == Level::Critical;
-    let count = f.count;
-    let identity = |tool: &str, args: u64| format!("{tool}:{args:016x}");
-    let a = identity(tool, call.key.args);
-    let (message, key) = match f.detector {
-        doomloop_engine::tool_loop::Detector::UnknownToolRepeat => {
-            let unknown = found
-                .source_unknown
-                .as_ref()
-                .map_or_else(|| tool.to_owned(), |u| u.bind(py).to_string());
-            (
-                format!(
-                    "CRITICAL: attempted unavailable tool {tool} {count} times. Stop retrying that missing tool and answer without it."
-                ),
-                format!("unknown-tool:{tool}:{unknown}"),
-            )
-        }
-        doomloop_engine::tool_loop::Detector::GlobalCircuitBreaker => (
-            format!(
-                "CRITICAL: {tool} has repeated identical no-progress outcomes {count} times. Session execution blocked by global circuit breaker to prevent runaway loops."
-            ),
-            format!("global:{tool}:{a}:{:016x}", f.result),
-        ),
-        doomloop_engine::tool_loop::Detector::KnownPollNoProgress => (
-            if critical {
-                format!(
-                    "CRITICAL: Called {tool} with identical arguments and no progress {count} times. This appears to be a stuck polling loop. Session execution blocked to prevent resource waste."
-                )
-            } else {
-                format!(
-                    "WARNING: You have called {tool} {count} times with identical arguments and no progress. Stop polling and either (1) increase wait time between checks, or (2) report the task as failed if the process is stuck."
-                )
-            },
-            format!("poll:{tool}:{a}:{:016x}", f.result),
-        ),
-        doomloop_engine::tool_loop::Detector::PingPong => {
-            let paired = found.source_tool.as_ref().map_or_else(String::new, |t| t.bind(py).to_string());
-            let b = identity(&paired, f.other);
-            let (lo, hi) = if a <= b { (&a, &b) } else { (&b, &a) };
-            (
-                if critical {
-                    format!(
-                        "CRITICAL: You are alternating between repeated tool-call patterns ({count} consecutive calls) with no progress. This appears to be a stuck ping-pong loop. Session execution blocked to prevent resource waste."
-                    )
-                } else {
-                    format!(
-                        "WARNING: You are alternating between repeated tool-call patterns ({count} consecutive calls). This looks like a ping-pong loop; stop retrying and report the task as failed."
-                    )
-                },
-                format!("pingpong:{lo}|{hi}"),
-            )
-        }
-        doomloop_engine::tool_loop::Detector::GenericRepeat => {
-            if critical {
-                (
-                    format!(
-                        "CRITICAL: Called {tool} with identical arguments and identical outcomes {count} times. Session execution blocked to prevent runaway loops."
-                    ),
-                    format!("generic:{tool}:{a}:{:016x}", f.result),
-                )
-            } else {
-                (
-                    format!(
-                        "WARNING: You have called {tool} {count} times with identical arguments. If this is not making progress, stop retrying and report the task as failed."
-                    ),
-                    format!("generic:{tool}:{a}"),
-                )
-            }
-        }
-    };
+    let display = |name: &Option<Py<PyString>>| name.as_ref().map(|n| n.bind(py).to_string_lossy().into_owned());
+    let (message, key) = f.render(
+        &call.tool.to_string_lossy(),
+        call.key.args,
+        display(&found.source_tool).as_deref(),
+        display(&found.source_unknown).as_deref(),
+    );
     let paired_tool_name = match f.detector {
-        doomloop_engine::tool_loop::Detector::PingPong => found.source_tool,
+        Detector::PingPong => found.source_tool,
         _ => None,
     };
     Py::new(
         py,
         LoopVerdict {
             stuck: true,
-            level: Some(if critical { "critical" } else { "warning" }),
+            level: Some(if f.level == Level::Critical {
+                "critical"
+            } else {
+                "warning"
+            }),
             detector: Some(f.detector.name()),
-            count,
+            count: f.count,
             message: Some(message),
             warning_key: Some(key),
             paired_tool_name,
@@ -394,8 +331,8 @@ fn blocked_result<'py>(py: Python<'py>, message: &str) -> PyResult<Bound<'py, Py
     entry.set_item("type", "text")?;
     entry.set_item("text", message)?;
     let details = PyDict::new(py);
-    details.set_item("status", "blocked")?;
-    details.set_item("deniedReason", "tool-loop")?;
+    details.set_item("status", VETO_STATUS)?;
+    details.set_item("deniedReason", VETO_REASON)?;
     details.set_item("reason", message)?;
     let result = PyDict::new(py);
     result.set_item("content", PyList::new(py, [entry])?)?;

@@ -1,17 +1,17 @@
-//! Call identity and result normalisation for the tool-loop detector: the Python-facing
-//! half of OpenClaw's result hashing (exec, process poll/log, send-like tools with volatile
-//! ids stripped, the generic `{details, text}` rule, error texts), reading the Python dicts
-//! in place so the hot path builds no intermediate objects.
+//! The Python side of the tool-loop detector's call identity and result rules: parsing a
+//! call's arguments, and [`PyValue`], the engine's [`ResultValue`] view of Python objects,
+//! which reads dicts in place so the hot path builds no intermediate objects. The rules
+//! themselves (OpenClaw's result hashing, tool kinds, known polls, volatile keys) are the
+//! engine's (`doomloop_engine::tool_result`).
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-use doomloop_engine::fingerprint::{self as fp, hash_action, hash_none};
+use doomloop_engine::fingerprint::{self as fp, hash_action};
 use doomloop_engine::tool_loop::{CallKey, Outcome};
-use doomloop_engine::unknown_tool::{trim_js_space, trim_js_space_bytes, unknown_tool_name};
+use doomloop_engine::tool_result::{self, Extensions, Field, ResultValue, ToolKind, ToolRules};
 use pyo3::exceptions::{PyBaseException, PyTypeError, PyValueError};
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
@@ -21,46 +21,11 @@ use crate::canonical::{
 };
 use crate::chant::lock;
 
-/// Ids that change on every send and must not make two identical sends look different.
-pub(crate) const VOLATILE_KEYS: [&str; 18] = [
-    "messageId",
-    "message_id",
-    "messageIds",
-    "platformMessageId",
-    "platformMessageIds",
-    "fileId",
-    "file_id",
-    "fileKey",
-    "pollId",
-    "poll_id",
-    "receipt",
-    "runId",
-    "idempotencyKey",
-    "ts",
-    "timestamp",
-    "sentAt",
-    "deliveredAt",
-    "createdAt",
-];
-
-pub(crate) const SEND_ACTIONS: [&str; 9] = [
-    "send",
-    "broadcast",
-    "reply",
-    "thread-reply",
-    "sendWithEffect",
-    "sendAttachment",
-    "upload-file",
-    "sticker",
-    "poll",
-];
-
 /// Optional extension points; `None` on the engine when none is used (keeps sessions small).
 #[derive(Default)]
 pub(crate) struct Rules {
-    pub(crate) aliases: HashMap<String, Py<PyString>>,
-    pub(crate) known_polls: HashSet<String>,
-    pub(crate) volatile_keys: HashSet<String>,
+    /// Aliases, extra known polls and extra volatile keys (the engine's plain-data rules).
+    pub(crate) plain: ToolRules,
     pub(crate) normalisers: HashMap<String, Py<PyAny>>,
     pub(crate) send_like: Option<Py<PyAny>>,
 }
@@ -82,11 +47,14 @@ impl Rules {
                 let (Ok(k), Ok(v)) = (k.cast::<PyString>(), v.cast::<PyString>()) else {
                     return Err(PyTypeError::new_err("tool_aliases must be a dict of str to str"));
                 };
-                rules.aliases.insert(plain_str(k, "tool_aliases")?, v.clone().unbind());
+                rules
+                    .plain
+                    .aliases
+                    .insert(plain_str(k, "tool_aliases")?, plain_str(v, "tool_aliases")?);
             }
         }
-        rules.known_polls = str_set(known_polls, "known_poll_tools")?;
-        rules.volatile_keys = str_set(volatile_keys, "volatile_keys")?;
+        rules.plain.known_polls = str_set(known_polls, "known_poll_tools")?;
+        rules.plain.volatile_keys = str_set(volatile_keys, "volatile_keys")?;
         if let Some(normalisers) = normalisers.filter(|n| !n.is_none()) {
             let normalisers = normalisers
                 .cast::<PyDict>()
@@ -111,20 +79,13 @@ impl Rules {
             }
             rules.send_like = Some(send_like.clone().unbind());
         }
-        let unused = rules.aliases.is_empty()
-            && rules.known_polls.is_empty()
-            && rules.volatile_keys.is_empty()
-            && rules.normalisers.is_empty()
-            && rules.send_like.is_none();
+        let unused = rules.plain.is_empty() && rules.normalisers.is_empty() && rules.send_like.is_none();
         Ok((!unused).then(|| Box::new(rules)))
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        let strings = |set: &HashSet<String>| set.iter().map(|s| s.capacity() + 24).sum::<usize>();
         std::mem::size_of::<Rules>()
-            + strings(&self.known_polls)
-            + strings(&self.volatile_keys)
-            + self.aliases.keys().map(|k| k.capacity() + 32).sum::<usize>()
+            + self.plain.heap_bytes()
             + self.normalisers.keys().map(|k| k.capacity() + 32).sum::<usize>()
     }
 }
@@ -157,30 +118,6 @@ pub(crate) fn str_set(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<
         set.insert(plain_str(text, name)?);
     }
     Ok(set)
-}
-
-/// The tool names the built-in rules single out, recognised once per call.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ToolKind {
-    Exec,
-    Process,
-    CommandStatus,
-    SessionsSend,
-    Message,
-    Other,
-}
-
-impl ToolKind {
-    fn of(name: &str) -> ToolKind {
-        match name {
-            "exec" => ToolKind::Exec,
-            "process" => ToolKind::Process,
-            "command_status" => ToolKind::CommandStatus,
-            "sessions_send" => ToolKind::SessionsSend,
-            "message" => ToolKind::Message,
-            _ => ToolKind::Other,
-        }
-    }
 }
 
 /// A call's identity, parsed and checked.
@@ -270,9 +207,9 @@ pub(crate) fn parse_call<'py>(
         .cast::<PyString>()
         .map_err(|_| PyTypeError::new_err(format!("tool must be a str, got {}", type_name(tool))))?
         .clone();
-    if let Some(rules) = rules.filter(|r| !r.aliases.is_empty()) {
-        if let Some(target) = tool.to_str().ok().and_then(|name| rules.aliases.get(name)) {
-            tool = target.bind(py).clone();
+    if let Some(rules) = rules.filter(|r| !r.plain.aliases.is_empty()) {
+        if let Some(target) = tool.to_str().ok().and_then(|name| rules.plain.alias(name)) {
+            tool = PyString::new(py, target);
         }
     }
     let params = if params.is_none() {
@@ -318,21 +255,17 @@ pub(crate) fn parse_call<'py>(
             Some(snapshot) => (snapshot.digest(), Some(snapshot)),
             None => (fingerprint(params), None),
         },
-        (None, None) => (hash_fields(&[]), None),
+        (None, None) => (tool_result::hash_fields(&[]), None),
     };
-    let known_poll = match kind {
-        ToolKind::CommandStatus => true,
-        ToolKind::Process => matches!(
-            as_str(&str_field(params.as_ref(), intern!(py, "action"))),
-            Some("poll" | "log")
-        ),
-        _ => match rules {
-            Some(rules) if !rules.known_polls.is_empty() => {
-                tool.to_str().is_ok_and(|name| rules.known_polls.contains(name))
-            }
-            _ => false,
-        },
-    };
+    let known_poll = tool_result::is_known_poll(
+        kind,
+        // Only extra known polls need the name itself.
+        rules
+            .filter(|r| !r.plain.known_polls.is_empty())
+            .and_then(|_| tool.to_str().ok()),
+        params.as_ref().map(PyValue::of).as_ref(),
+        rules.map(|r| &r.plain),
+    );
     let run = match known_run {
         Some((digest, ())) => Some(digest),
         None => optional_str_digest(run_id, "run_id")?,
@@ -371,91 +304,6 @@ pub(crate) fn parse_call<'py>(
     })
 }
 
-/// A small map's digest from (key digest, value digest) entries (callers pass at most 8).
-pub(crate) fn hash_fields(entries: &[(u64, u64)]) -> u64 {
-    fp::hash_map_entries(entries).unwrap_or_else(hash_none)
-}
-
-/// `mapping[key]` if present (a failing lookup counts as absent). Keys are interned strings:
-/// a dict lookup then needs no new string and no hashing.
-pub(crate) fn field<'py>(mapping: Option<&Bound<'py, PyAny>>, key: &Bound<'py, PyString>) -> Option<Bound<'py, PyAny>> {
-    let mapping = mapping?;
-    if let Ok(dict) = mapping.cast::<PyDict>() {
-        return dict.get_item(key).ok().flatten();
-    }
-    mapping.get_item(key).ok()
-}
-
-/// `mapping[key]` when it is a str.
-pub(crate) fn str_field<'py>(
-    mapping: Option<&Bound<'py, PyAny>>,
-    key: &Bound<'py, PyString>,
-) -> Option<Bound<'py, PyString>> {
-    field(mapping, key).and_then(|v| v.cast_into::<PyString>().ok())
-}
-
-pub(crate) fn as_str<'a>(value: &'a Option<Bound<'_, PyString>>) -> Option<&'a str> {
-    value.as_ref().and_then(|s| s.to_str().ok())
-}
-
-/// Digest of the `text` of every content entry with string `type` and `text`, joined by
-/// newlines and trimmed (JavaScript whitespace). The usual single part is hashed in place;
-/// text with lone surrogates hashes by its `surrogatepass` encoding, as the fingerprint does.
-pub(crate) fn content_text_digest<'py>(result: &Bound<'py, PyDict>) -> u64 {
-    let py = result.py();
-    let Some(content) = result.get_item(intern!(py, "content")).ok().flatten() else {
-        return const { fp::hash_str_const(b"") };
-    };
-    let mut first: Option<Bound<'py, PyString>> = None;
-    let mut joined: Option<Vec<u8>> = None;
-    let mut add = |entry: Bound<'py, PyAny>| {
-        let Ok(entry) = entry.cast::<PyDict>() else {
-            return;
-        };
-        let typed = entry
-            .get_item(intern!(py, "type"))
-            .ok()
-            .flatten()
-            .is_some_and(|kind| kind.is_instance_of::<PyString>());
-        let Some(part) = entry.get_item(intern!(py, "text")).ok().flatten() else {
-            return;
-        };
-        let Ok(part) = part.cast_into::<PyString>() else {
-            return;
-        };
-        if !typed {
-            return;
-        }
-        match (&first, &mut joined) {
-            (None, _) => first = Some(part),
-            (Some(head), None) => {
-                let mut text = text_bytes(head).into_owned();
-                text.push(b'\n');
-                text.extend_from_slice(&text_bytes(&part));
-                joined = Some(text);
-            }
-            (Some(_), Some(text)) => {
-                text.push(b'\n');
-                text.extend_from_slice(&text_bytes(&part));
-            }
-        }
-    };
-    if let Ok(list) = content.cast::<PyList>() {
-        list.iter().for_each(&mut add);
-    } else if let Ok(tuple) = content.cast::<PyTuple>() {
-        tuple.iter().for_each(&mut add);
-    }
-    match (joined, first) {
-        (Some(text), _) => fp::hash_str(trim_js_space_bytes(&text)),
-        (None, Some(part)) => match part.to_str() {
-            // The usual single part: no copy, no second UTF-8 check.
-            Ok(text) => fp::hash_str(trim_js_space(text).as_bytes()),
-            Err(_) => fp::hash_str(trim_js_space_bytes(&text_bytes(&part))),
-        },
-        (None, None) => const { fp::hash_str_const(b"") },
-    }
-}
-
 /// A str's UTF-8 bytes, borrowed from the str; text with lone surrogates as its
 /// `surrogatepass` encoding (a copy), so that no two texts read alike.
 pub(crate) fn text_bytes<'a>(text: &'a Bound<'_, PyString>) -> Cow<'a, [u8]> {
@@ -463,50 +311,6 @@ pub(crate) fn text_bytes<'a>(text: &'a Bound<'_, PyString>) -> Cow<'a, [u8]> {
         Ok(utf8) => Cow::Borrowed(utf8.as_bytes()),
         Err(_) => Cow::Owned(surrogatepass(text).map_or_else(|_| Vec::new(), |b| b.as_bytes().to_vec())),
     }
-}
-
-/// A field name the result rules read: the interned name (for the lookup) and its digest,
-/// computed at compile time (for the hashed entry).
-macro_rules! key {
-    ($py:expr, $name:literal) => {
-        (intern!($py, $name), const { fp::hash_str_const($name.as_bytes()) })
-    };
-}
-
-/// The digest of a field name the rules add themselves, computed at compile time.
-macro_rules! key_digest {
-    ($name:literal) => {
-        const { fp::hash_str_const($name.as_bytes()) }
-    };
-}
-
-/// (key digest, value digest) of `details[key]`; a missing key is null, as OpenClaw's `?? null`.
-pub(crate) fn field_entry(
-    details: Option<&Bound<'_, PyAny>>,
-    (key, digest): (&Bound<'_, PyString>, u64),
-) -> (u64, u64) {
-    let value = field(details, key).map_or_else(hash_none, |v| fingerprint(&v));
-    (digest, value)
-}
-
-pub(crate) fn str_eq(value: Option<&Bound<'_, PyAny>>, expected: &str) -> bool {
-    value
-        .and_then(|v| {
-            v.cast::<PyString>()
-                .ok()
-                .and_then(|s| s.to_str().ok().map(|s| s == expected))
-        })
-        .unwrap_or(false)
-}
-
-pub(crate) fn is_volatile(rules: Option<&Rules>, key: &Bound<'_, PyAny>) -> bool {
-    let Ok(key) = key.cast::<PyString>() else {
-        return false;
-    };
-    let Ok(key) = key.to_str() else {
-        return false;
-    };
-    VOLATILE_KEYS.contains(&key) || rules.is_some_and(|r| r.volatile_keys.contains(key))
 }
 
 /// The outcome of a finished call as digests (`None`: nothing to record), plus the unknown
@@ -543,134 +347,70 @@ pub(crate) fn normalise(
     let py = call.tool.py();
     if let Some(error) = error.filter(|e| !e.is_none()) {
         let text = error_text(error)?;
-        // The name is read from the text as displayed (a lone surrogate as U+FFFD); the
-        // error hashes by its exact text.
-        let name = unknown_tool_name(&text.to_string_lossy());
-        let unknown = name.as_deref().map(|n| fp::hash_str(n.as_bytes()));
+        let (result, name) = tool_result::error_outcome(&text_bytes(&text), &text.to_string_lossy());
         return Ok(Normalised {
             outcome: Some(Outcome {
-                result: fp::hash_error(&text_bytes(&text)),
-                unknown,
+                result,
+                unknown: name.as_deref().map(|n| fp::hash_str(n.as_bytes())),
             }),
             unknown_name: name.map(|n| PyString::new(py, &n).unbind()),
             is_error: true,
         });
     }
-    let hashed = |result: Option<u64>| -> PyResult<Normalised> {
-        Ok(Normalised {
-            outcome: result.map(|result| Outcome { result, unknown: None }),
+    let Some(result) = result.filter(|r| !r.is_none()) else {
+        return Ok(Normalised {
+            outcome: None,
             unknown_name: None,
             is_error: false,
-        })
+        });
     };
-    let Some(result) = result.filter(|r| !r.is_none()) else {
-        return hashed(None);
-    };
-    let Ok(dict) = result.cast::<PyDict>() else {
-        return match custom_normaliser(rules, call)? {
-            Some(normaliser) => hashed(Some(fingerprint(&normaliser.call1((result, params_or_none(call)))?))),
-            None => hashed(Some(fingerprint(result))),
+    let mut extensions = PyExtensions { rules, call };
+    let params = call.params.as_ref().map(PyValue::of);
+    let digest = tool_result::result_digest(
+        call.kind,
+        params.as_ref(),
+        &PyValue::of(result),
+        rules.map(|r| &r.plain),
+        &mut extensions,
+    )?;
+    Ok(Normalised {
+        outcome: digest.map(|result| Outcome { result, unknown: None }),
+        unknown_name: None,
+        is_error: false,
+    })
+}
+
+/// The Python extension points of one call: a normaliser for its tool, the send-like
+/// predicate.
+struct PyExtensions<'a, 'py> {
+    rules: Option<&'a Rules>,
+    call: &'a Call<'py>,
+}
+
+impl<'py> Extensions<PyValue<'py>, PyErr> for PyExtensions<'_, 'py> {
+    fn normalised(&mut self, result: &PyValue<'py>) -> PyResult<Option<u64>> {
+        let Some(rules) = self.rules.filter(|r| !r.normalisers.is_empty()) else {
+            return Ok(None);
         };
-    };
-    let details_any = dict.get_item(intern!(py, "details")).ok().flatten();
-    let details = details_any.as_ref().filter(|d| d.is_instance_of::<PyDict>());
-    let status = field(details, intern!(py, "status"));
-    if str_eq(status.as_ref(), "blocked") && str_eq(field(details, intern!(py, "deniedReason")).as_ref(), "tool-loop") {
-        return hashed(None);
+        let tool = &self.call.tool;
+        let Some(normaliser) = tool.to_str().ok().and_then(|name| rules.normalisers.get(name)) else {
+            return Ok(None);
+        };
+        let value = normaliser
+            .bind(tool.py())
+            .call1((&result.0, params_or_none(self.call)))?;
+        Ok(Some(fingerprint(&value)))
     }
-    if let Some(normaliser) = custom_normaliser(rules, call)? {
-        return hashed(Some(fingerprint(&normaliser.call1((result, params_or_none(call)))?)));
-    }
-    let f = |key| field_entry(details, key);
-    // `status` was read above: its entry needs no second lookup.
-    let status_entry = || {
-        (
-            key_digest!("status"),
-            status.as_ref().map_or_else(hash_none, fingerprint),
-        )
-    };
-    if call.kind == ToolKind::Exec {
-        match status.as_ref().and_then(|s| s.cast::<PyString>().ok()?.to_str().ok()) {
-            Some("running") => return hashed(Some(hash_fields(&[status_entry(), f(key!(py, "tail"))]))),
-            Some("completed" | "failed") => {
-                let aggregated = field(details, intern!(py, "aggregated"));
-                let output = match aggregated.as_ref().and_then(|a| a.cast::<PyString>().ok()) {
-                    Some(agg) if !text_bytes(agg).is_empty() => fingerprint_str(agg),
-                    _ => content_text_digest(dict),
-                };
-                return hashed(Some(hash_fields(&[
-                    status_entry(),
-                    f(key!(py, "exitCode")),
-                    f(key!(py, "timedOut")),
-                    (key_digest!("output"), output),
-                ])));
-            }
-            Some("approval-pending" | "approval-unavailable") => {
-                return hashed(Some(hash_fields(&[
-                    status_entry(),
-                    f(key!(py, "reason")),
-                    f(key!(py, "host")),
-                    f(key!(py, "command")),
-                    f(key!(py, "warningText")),
-                ])));
-            }
-            _ => {}
-        }
-    }
-    // Only `process` and `message` results depend on the action.
-    let action = || str_field(call.params.as_ref(), intern!(py, "action"));
-    if call.kind == ToolKind::Process {
-        let text = || (key_digest!("text"), content_text_digest(dict));
-        let action_field = |a: &str| (key_digest!("action"), fp::hash_str(a.as_bytes()));
-        match as_str(&action()) {
-            Some("poll") => {
-                return hashed(Some(hash_fields(&[
-                    action_field("poll"),
-                    status_entry(),
-                    f(key!(py, "exitCode")),
-                    f(key!(py, "exitSignal")),
-                    f(key!(py, "aggregated")),
-                    text(),
-                ])));
-            }
-            Some("log") => {
-                return hashed(Some(hash_fields(&[
-                    action_field("log"),
-                    status_entry(),
-                    f(key!(py, "totalLines")),
-                    f(key!(py, "totalChars")),
-                    f(key!(py, "truncated")),
-                    f(key!(py, "exitCode")),
-                    f(key!(py, "exitSignal")),
-                    text(),
-                ])));
-            }
-            _ => {}
-        }
-    }
-    let send_like = match call.kind {
-        ToolKind::SessionsSend => true,
-        ToolKind::Message => as_str(&action()).is_some_and(|a| SEND_ACTIONS.contains(&a)),
-        _ => match rules.and_then(|r| r.send_like.as_ref()) {
+
+    fn send_like(&mut self) -> PyResult<bool> {
+        match self.rules.and_then(|r| r.send_like.as_ref()) {
             Some(predicate) => predicate
-                .bind(py)
-                .call1((&call.tool, params_or_none(call)))?
-                .is_truthy()?,
-            None => false,
-        },
-    };
-    let details_digest = |skip: bool| match details {
-        None => hash_fields(&[]),
-        Some(d) if skip => fingerprint_skipping(d, Some(&|k: &Bound<'_, PyAny>| is_volatile(rules, k))),
-        Some(d) => fingerprint(d),
-    };
-    if send_like {
-        return hashed(Some(details_digest(true)));
+                .bind(self.call.tool.py())
+                .call1((&self.call.tool, params_or_none(self.call)))?
+                .is_truthy(),
+            None => Ok(false),
+        }
     }
-    hashed(Some(hash_fields(&[
-        (key_digest!("details"), details_digest(false)),
-        (key_digest!("text"), content_text_digest(dict)),
-    ])))
 }
 
 pub(crate) fn params_or_none<'py>(call: &Call<'py>) -> Bound<'py, PyAny> {
@@ -679,14 +419,68 @@ pub(crate) fn params_or_none<'py>(call: &Call<'py>) -> Bound<'py, PyAny> {
         .unwrap_or_else(|| call.tool.py().None().into_bound(call.tool.py()))
 }
 
-pub(crate) fn custom_normaliser<'py>(rules: Option<&Rules>, call: &Call<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let Some(rules) = rules.filter(|r| !r.normalisers.is_empty()) else {
-        return Ok(None);
-    };
-    Ok(call
-        .tool
-        .to_str()
-        .ok()
-        .and_then(|name| rules.normalisers.get(name))
-        .map(|n| n.bind(call.tool.py()).clone()))
+/// A Python object as the engine's rules read it.
+pub(crate) struct PyValue<'py>(Bound<'py, PyAny>);
+
+static FIELD_NAMES: [PyOnceLock<Py<PyString>>; Field::ALL.len()] = [const { PyOnceLock::new() }; Field::ALL.len()];
+
+impl<'py> PyValue<'py> {
+    fn of(value: &Bound<'py, PyAny>) -> Self {
+        PyValue(value.clone())
+    }
+}
+
+impl<'py> ResultValue for PyValue<'py> {
+    fn field(&self, field: Field) -> Option<Self> {
+        let py = self.0.py();
+        // Interned names: a dict lookup then needs no new string and no hashing.
+        let name = FIELD_NAMES
+            .get(field as usize)?
+            .get_or_init(py, || PyString::intern(py, field.name()).unbind())
+            .bind(py);
+        let value = match self.0.cast::<PyDict>() {
+            Ok(dict) => dict.get_item(name).ok().flatten(),
+            // A params mapping that is not a dict; a failing lookup counts as absent.
+            Err(_) => self.0.get_item(name).ok(),
+        };
+        value.map(PyValue)
+    }
+
+    fn is_mapping(&self) -> bool {
+        self.0.is_instance_of::<PyDict>()
+    }
+
+    fn is_str(&self) -> bool {
+        self.0.is_instance_of::<PyString>()
+    }
+
+    fn as_str(&self) -> Option<&str> {
+        self.0.cast::<PyString>().ok()?.to_str().ok()
+    }
+
+    fn text_bytes(&self) -> Option<Cow<'_, [u8]>> {
+        self.0.cast::<PyString>().ok().map(text_bytes)
+    }
+
+    fn for_each_item(&self, each: &mut dyn FnMut(Self)) {
+        if let Ok(list) = self.0.cast::<PyList>() {
+            list.iter().for_each(|item| each(PyValue(item)));
+        } else if let Ok(tuple) = self.0.cast::<PyTuple>() {
+            tuple.iter().for_each(|item| each(PyValue(item)));
+        }
+    }
+
+    fn digest(&self) -> u64 {
+        fingerprint(&self.0)
+    }
+
+    fn digest_skipping(&self, skip: &dyn Fn(&str) -> bool) -> u64 {
+        let skip_key = |key: &Bound<'_, PyAny>| {
+            key.cast::<PyString>()
+                .ok()
+                .and_then(|key| key.to_str().ok())
+                .is_some_and(skip)
+        };
+        fingerprint_skipping(&self.0, Some(&skip_key))
+    }
 }

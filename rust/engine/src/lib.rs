@@ -7,4 +7,5 @@ pub mod fingerprint;
 pub mod ring;
 pub mod session;
 pub mod tool_loop;
+pub mod tool_result;
 pub mod unknown_tool;

@@ -168,6 +168,89 @@ pub struct Finding {
     pub source_back: Option<usize>,
 }
 
+impl Finding {
+    /// The verdict's message and warning key, as OpenClaw renders them, for a call to `tool`
+    /// whose `(tool, params)` digest is `args`. The record the finding points back to
+    /// (`source_back`) names the paired tool of a ping-pong, or the unknown tool its error
+    /// named.
+    pub fn render(
+        &self,
+        tool: &str,
+        args: u64,
+        paired_tool: Option<&str>,
+        unknown_tool: Option<&str>,
+    ) -> (String, String) {
+        let critical = self.level == Level::Critical;
+        let count = self.count;
+        let identity = |tool: &str, args: u64| format!("{tool}:{args:016x}");
+        let a = identity(tool, args);
+        match self.detector {
+            Detector::UnknownToolRepeat => (
+                format!(
+                    "CRITICAL: attempted unavailable tool {tool} {count} times. Stop retrying that missing tool and answer without it."
+                ),
+                format!("unknown-tool:{tool}:{}", unknown_tool.unwrap_or(tool)),
+            ),
+            Detector::GlobalCircuitBreaker => (
+                format!(
+                    "CRITICAL: {tool} has repeated identical no-progress outcomes {count} times. Session execution blocked by global circuit breaker to prevent runaway loops."
+                ),
+                format!("global:{tool}:{a}:{:016x}", self.result),
+            ),
+            Detector::KnownPollNoProgress => (
+                if critical {
+                    format!(
+                        "CRITICAL: Called {tool} with identical arguments and no progress {count} times. This appears to be a stuck polling loop. Session execution blocked to prevent resource waste."
+                    )
+                } else {
+                    format!(
+                        "WARNING: You have called {tool} {count} times with identical arguments and no progress. Stop polling and either (1) increase wait time between checks, or (2) report the task as failed if the process is stuck."
+                    )
+                },
+                format!("poll:{tool}:{a}:{:016x}", self.result),
+            ),
+            Detector::PingPong => {
+                let b = identity(paired_tool.unwrap_or(""), self.other);
+                let (lo, hi) = if a <= b { (&a, &b) } else { (&b, &a) };
+                (
+                    if critical {
+                        format!(
+                            "CRITICAL: You are alternating between repeated tool-call patterns ({count} consecutive calls) with no progress. This appears to be a stuck ping-pong loop. Session execution blocked to prevent resource waste."
+                        )
+                    } else {
+                        format!(
+                            "WARNING: You are alternating between repeated tool-call patterns ({count} consecutive calls). This looks like a ping-pong loop; stop retrying and report the task as failed."
+                        )
+                    },
+                    format!("pingpong:{lo}|{hi}"),
+                )
+            }
+            Detector::GenericRepeat if critical => (
+                format!(
+                    "CRITICAL: Called {tool} with identical arguments and identical outcomes {count} times. Session execution blocked to prevent runaway loops."
+                ),
+                format!("generic:{tool}:{a}:{:016x}", self.result),
+            ),
+            Detector::GenericRepeat => (
+                format!(
+                    "WARNING: You have called {tool} {count} times with identical arguments. If this is not making progress, stop retrying and report the task as failed."
+                ),
+                format!("generic:{tool}:{a}"),
+            ),
+        }
+    }
+}
+
+/// The post-compaction guard's detector name.
+pub const COMPACTION_DETECTOR: &str = "compaction_loop_persisted";
+
+/// The post-compaction guard's message when the same call and result filled its window.
+pub fn compaction_message(tool: &str, count: u32) -> String {
+    format!(
+        "{COMPACTION_DETECTOR}: {tool} repeated the same call with the same result {count} times after compaction; aborting the run."
+    )
+}
+
 /// The decision for one call about to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decision {
