@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from doomloop import DoomLoopType
 from doomloop.eval import DOOM_LOOP_MARKERS, EvaluationLoopResult, IterationResult, LoopEvaluator

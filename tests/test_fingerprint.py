@@ -15,8 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import doomloop
 from canonical_model import model

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -40,3 +41,22 @@ def test_every_public_name_resolves() -> None:
     for name in doomloop.__all__:
         assert getattr(doomloop, name) is not None, name
     assert set(doomloop.__all__) <= set(dir(doomloop))
+
+
+def test_every_public_name_comes_from_the_module_the_table_names() -> None:
+    import ast
+    import importlib
+
+    import doomloop
+
+    for name, module in doomloop._EXPORTS.items():
+        assert getattr(importlib.import_module(f"doomloop.{module}"), name) is getattr(doomloop, name), name
+    # The imports type checkers read (eager and TYPE_CHECKING) are exactly the table's.
+    tree = ast.parse(Path(doomloop.__file__).read_text(encoding="utf-8"))
+    imported = {
+        (alias.asname or alias.name, node.module)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1
+        for alias in node.names
+    }
+    assert imported == set(doomloop._EXPORTS.items())

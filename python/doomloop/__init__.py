@@ -2,70 +2,55 @@
 
 from typing import TYPE_CHECKING
 
-from ._core import __version__, fingerprint
-from .config import DoomLoopConfig
-from .detector import DoomLoopDetector, DoomLoopEvent
-from .enums import DoomLoopType, RecoveryAction
+from ._core import __version__ as __version__, fingerprint as fingerprint
+from .enums import DoomLoopType as DoomLoopType, RecoveryAction as RecoveryAction
+from .session import DoomLoopDetector as DoomLoopDetector, DoomLoopEvent as DoomLoopEvent
+from .session_config import DoomLoopConfig as DoomLoopConfig
 
 if TYPE_CHECKING:
-    from .chant import ChantDetector, ChantEvent, ChantingDetected
-    from .stream import guard_chat_stream, guard_chat_stream_async, guard_stream, guard_stream_async
-    from .tool_config import ConfigError, LoopDetectionConfig, normalize_agent_id, resolve_openclaw_block
-    from .tool_loop import (
-        CompactionLoopPersisted,
-        GuardVerdict,
-        LoopVerdict,
-        PostCompactionGuard,
-        ToolCallDecision,
-        ToolLoopDetector,
-        ToolOutcome,
-        tool_result_hash,
+    from .chant import ChantDetector as ChantDetector, ChantEvent as ChantEvent, ChantingDetected as ChantingDetected
+    from .errors import ConfigError as ConfigError, DoomLoopError as DoomLoopError
+    from .openclaw import normalize_agent_id as normalize_agent_id, resolve_openclaw_block as resolve_openclaw_block
+    from .stream import (
+        guard_chat_stream as guard_chat_stream,
+        guard_chat_stream_async as guard_chat_stream_async,
+        guard_stream as guard_stream,
+        guard_stream_async as guard_stream_async,
     )
+    from .tool_loop import (
+        CompactionLoopPersisted as CompactionLoopPersisted,
+        GuardVerdict as GuardVerdict,
+        LoopVerdict as LoopVerdict,
+        PostCompactionGuard as PostCompactionGuard,
+        ToolCallDecision as ToolCallDecision,
+        ToolLoopDetector as ToolLoopDetector,
+        ToolOutcome as ToolOutcome,
+        tool_result_hash as tool_result_hash,
+    )
+    from .tool_loop_config import LoopDetectionConfig as LoopDetectionConfig
 
-__all__ = [
-    "ChantDetector",
-    "ChantEvent",
-    "ChantingDetected",
-    "CompactionLoopPersisted",
-    "ConfigError",
-    "DoomLoopConfig",
-    "DoomLoopDetector",
-    "DoomLoopEvent",
-    "DoomLoopType",
-    "GuardVerdict",
-    "LoopDetectionConfig",
-    "LoopVerdict",
-    "PostCompactionGuard",
-    "RecoveryAction",
-    "ToolCallDecision",
-    "ToolLoopDetector",
-    "ToolOutcome",
-    "__version__",
-    "fingerprint",
-    "guard_chat_stream",
-    "guard_chat_stream_async",
-    "guard_stream",
-    "guard_stream_async",
-    "normalize_agent_id",
-    "resolve_openclaw_block",
-    "tool_result_hash",
-]
-
-# Loaded on first use (PEP 562): these modules pull in dataclasses, logging and re, which
-# would several times over the cost of `import doomloop` for a process that only needs the
-# session detector.
-_LAZY = {
+# Every public name and the module that defines it: `__all__` and the lazy loader both come
+# from this one table (a test checks the imports above agree with it; they re-export each name
+# `as` itself because a computed `__all__` is invisible to type checkers).
+_EXPORTS = {
+    "__version__": "_core",
+    "fingerprint": "_core",
+    "DoomLoopType": "enums",
+    "RecoveryAction": "enums",
+    "DoomLoopDetector": "session",
+    "DoomLoopEvent": "session",
+    "DoomLoopConfig": "session_config",
     "ChantDetector": "chant",
     "ChantEvent": "chant",
     "ChantingDetected": "chant",
+    "DoomLoopError": "errors",
+    "ConfigError": "errors",
+    "normalize_agent_id": "openclaw",
+    "resolve_openclaw_block": "openclaw",
     "guard_chat_stream": "stream",
     "guard_chat_stream_async": "stream",
     "guard_stream": "stream",
     "guard_stream_async": "stream",
-    "ConfigError": "tool_config",
-    "LoopDetectionConfig": "tool_config",
-    "normalize_agent_id": "tool_config",
-    "resolve_openclaw_block": "tool_config",
     "CompactionLoopPersisted": "tool_loop",
     "GuardVerdict": "tool_loop",
     "LoopVerdict": "tool_loop",
@@ -74,12 +59,20 @@ _LAZY = {
     "ToolLoopDetector": "tool_loop",
     "ToolOutcome": "tool_loop",
     "tool_result_hash": "tool_loop",
+    "LoopDetectionConfig": "tool_loop_config",
 }
+
+__all__ = sorted(_EXPORTS)
+
+# Imported above: the session detector needs nothing else. The rest load on first use (PEP
+# 562): those modules pull in dataclasses, logging and re, which would cost several times
+# `import doomloop` for a process that only needs the session detector.
+_EAGER = frozenset({"_core", "enums", "session", "session_config"})
 
 
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
+    module = _EXPORTS.get(name)
+    if module is None or module in _EAGER:
         raise AttributeError(f"module 'doomloop' has no attribute {name!r}")
     from importlib import import_module
 

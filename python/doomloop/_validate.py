@@ -11,8 +11,12 @@ U64_MAX = (1 << 64) - 1
 def shown(value: object) -> str:
     """``repr(value)`` for an error message; an int too long to print (Python refuses ints
     of more than 4,300 digits) is described by its size instead."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
-        return f"{'-' if value < 0 else ''}an int of {value.bit_length()} bits"
+    if isinstance(value, int) and not isinstance(value, bool):
+        # `int`'s own methods: a subclass's could lie about the size, or raise.
+        bits = int.bit_length(value)
+        if bits > 256:
+            return f"{'-' if int.__lt__(value, 0) else ''}an int of {bits} bits"
+        return int.__repr__(value)
     return repr(value)
 
 

@@ -24,7 +24,7 @@ from ._core import (
     ToolOutcome,
     tool_result_hash,
 )
-from .tool_config import LoopDetectionConfig
+from .tool_loop_config import LoopDetectionConfig
 
 __all__ = [
     "CompactionLoopPersisted",

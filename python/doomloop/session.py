@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from . import _log
 from ._core import SessionEngine
-from .config import DoomLoopConfig
 from .enums import DoomLoopType, RecoveryAction
+from .session_config import DoomLoopConfig
 
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional

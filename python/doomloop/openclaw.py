@@ -1,25 +1,18 @@
-"""Configuration of tool-call loop detection: :class:`LoopDetectionConfig`, OpenClaw's
-``tools.loopDetection`` block (strict and lenient parsing), agent ids and per-agent merging."""
+"""OpenClaw's ``tools.loopDetection`` config: finding the block for an agent (agent ids,
+per-agent merging), strict and lenient parsing into :class:`~doomloop.LoopDetectionConfig`
+field values, and the block a config writes back."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import _log, _validate
 from ._core import MAX_GUARD_WINDOW, MAX_HISTORY_SIZE, MAX_THRESHOLD
+from .errors import ConfigError
 
-__all__ = [
-    "ConfigError",
-    "LoopDetectionConfig",
-    "normalize_agent_id",
-    "resolve_openclaw_block",
-]
-
-_OWNER = "LoopDetectionConfig"
+__all__ = ["config_values", "normalize_agent_id", "resolve_openclaw_block", "to_block"]
 
 # OpenClaw key -> (snake_case field, default); the number fields.
 _NUMBERS: Dict[str, Tuple[str, int]] = {
@@ -46,16 +39,6 @@ _CAPS = {
     "windowSize": MAX_GUARD_WINDOW,
     **{key: MAX_THRESHOLD for key in _NUMBERS if key != "historySize"},
 }
-_FIELD_CAPS = {name: _CAPS[key] for key, (name, _) in _NUMBERS.items()}
-
-
-class ConfigError(ValueError):
-    """An invalid loop-detection config; ``path`` names the offending key
-    (e.g. ``tools.loopDetection.warningThreshold``)."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = path
 
 
 def normalize_agent_id(agent_id: Optional[str]) -> str:
@@ -257,127 +240,52 @@ def _lenient_bool(path: str, value: Any, default: bool) -> bool:
     return value
 
 
-@dataclass(frozen=True)
-class LoopDetectionConfig:
-    """Settings of :class:`doomloop.ToolLoopDetector` (OpenClaw's ``tools.loopDetection``).
+def config_values(cfg: Mapping[str, Any], agent_id: Optional[str], strict: bool) -> Dict[str, Any]:
+    """The :class:`~doomloop.LoopDetectionConfig` field values a whole OpenClaw config (or just
+    its ``loopDetection`` block) gives ``agent_id``; see ``LoopDetectionConfig.from_openclaw``."""
+    _validate.boolean("LoopDetectionConfig.from_openclaw", "strict", strict)
+    blocks = _select(cfg, agent_id, strict)
+    block = resolve_openclaw_block(cfg, agent_id) if blocks else None
+    return _block_values(block or {})
 
-    ``enabled`` is tri-state, as in OpenClaw: ``True`` runs the detectors; ``None`` (no
-    ``enabled`` key) records calls and outcomes and keeps the post-compaction guard on but
-    never detects; ``False`` turns detection and the guard off (outcomes are still recorded).
-    A Python-native config defaults to ``True``; :meth:`from_openclaw` keeps OpenClaw's
-    default (unset). Thresholds need not be ordered here: at run time ``critical`` is raised
-    to ``warning + 1`` and ``global`` to ``critical + 1`` where needed, with a logged warning.
-    """
 
-    enabled: Optional[bool] = True
-    history_size: int = 30
-    warning_threshold: int = 10
-    critical_threshold: int = 20
-    unknown_tool_threshold: int = 10
-    global_circuit_breaker_threshold: int = 30
-    generic_repeat: bool = True
-    known_poll_no_progress: bool = True
-    ping_pong: bool = True
-    post_compaction_window_size: int = 3
+def _block_values(block: Mapping[str, Any]) -> Dict[str, Any]:
+    path = "tools.loopDetection"
+    for key in block:
+        if key not in _BLOCK_KEYS:
+            _log.warning("loop-detection config: %s.%s is not a known key; ignored", path, key)
+    enabled = block.get("enabled")
+    if enabled is not None and not isinstance(enabled, bool):
+        # OpenClaw detects only on `enabled === true` and disables the guard only on
+        # `=== false`: anything else means unset.
+        _log.warning("loop-detection config: %s.enabled must be true or false, got %r; treated as unset", path, enabled)
+        enabled = None
+    values: Dict[str, Any] = {"enabled": enabled}
+    for key, (name, default) in _NUMBERS.items():
+        values[name] = _lenient_number(f"{path}.{key}", key, block.get(key), default)
+    detectors = block.get("detectors")
+    detectors = detectors if isinstance(detectors, Mapping) else {}
+    for key, name in _DETECTORS.items():
+        values[name] = _lenient_bool(f"{path}.detectors.{key}", detectors.get(key), True)
+    guard = block.get("postCompactionGuard")
+    guard = guard if isinstance(guard, Mapping) else {}
+    values["post_compaction_window_size"] = _lenient_number(
+        f"{path}.postCompactionGuard.windowSize", "windowSize", guard.get("windowSize"), 3
+    )
+    return values
 
-    def __post_init__(self) -> None:
-        if self.enabled is not None:
-            _validate.boolean(_OWNER, "enabled", self.enabled)
-        for name, cap in _FIELD_CAPS.items():
-            _validate.positive_int(_OWNER, name, getattr(self, name), maximum=cap)
-        _validate.positive_int(_OWNER, "post_compaction_window_size", self.post_compaction_window_size, maximum=MAX_GUARD_WINDOW)
-        for name in _DETECTORS.values():
-            _validate.boolean(_OWNER, name, getattr(self, name))
 
-    @classmethod
-    def from_openclaw(
-        cls, cfg: Optional[Mapping[str, Any]], agent_id: Optional[str] = None, strict: bool = True
-    ) -> LoopDetectionConfig:
-        """Build from a whole OpenClaw config or just its ``loopDetection`` block, merging the
-        block of ``agent_id`` (ids normalised with :func:`normalize_agent_id`).
+def to_block(values: Mapping[str, Any]) -> Dict[str, Any]:
+    """The OpenClaw ``loopDetection`` block for these config field values (``enabled`` left
+    out when unset)."""
+    enabled = values["enabled"]
+    block: Dict[str, Any] = {} if enabled is None else {"enabled": enabled}
+    for key, (name, _) in _NUMBERS.items():
+        block[key] = values[name]
+    block["detectors"] = {key: values[name] for key, name in _DETECTORS.items()}
+    block["postCompactionGuard"] = {"windowSize": values["post_compaction_window_size"]}
+    return block
 
-        ``strict=True`` raises :class:`ConfigError` naming the key path for unknown keys,
-        numbers that are not positive integers, non-boolean switches and unordered
-        thresholds given in one block. ``strict=False`` applies OpenClaw's run-time rules: a
-        bad value falls back to its default (logged). ``cfg=None`` (no block at all) gives
-        OpenClaw's defaults with ``enabled`` unset.
-        """
-        _validate.boolean("LoopDetectionConfig.from_openclaw", "strict", strict)
-        if cfg is None:
-            return cls(enabled=None)
-        blocks = _select(cfg, agent_id, strict)
-        block = resolve_openclaw_block(cfg, agent_id) if blocks else None
-        return cls._from_block(block or {})
 
-    @classmethod
-    def _from_block(cls, block: Mapping[str, Any]) -> LoopDetectionConfig:
-        path = "tools.loopDetection"
-        for key in block:
-            if key not in _BLOCK_KEYS:
-                _log.warning("loop-detection config: %s.%s is not a known key; ignored", path, key)
-        enabled = block.get("enabled")
-        if enabled is not None and not isinstance(enabled, bool):
-            # OpenClaw detects only on `enabled === true` and disables the guard only on
-            # `=== false`: anything else means unset.
-            _log.warning("loop-detection config: %s.enabled must be true or false, got %r; treated as unset", path, enabled)
-            enabled = None
-        values: Dict[str, Any] = {"enabled": enabled}
-        for key, (name, default) in _NUMBERS.items():
-            values[name] = _lenient_number(f"{path}.{key}", key, block.get(key), default)
-        detectors = block.get("detectors")
-        detectors = detectors if isinstance(detectors, Mapping) else {}
-        for key, name in _DETECTORS.items():
-            values[name] = _lenient_bool(f"{path}.detectors.{key}", detectors.get(key), True)
-        guard = block.get("postCompactionGuard")
-        guard = guard if isinstance(guard, Mapping) else {}
-        values["post_compaction_window_size"] = _lenient_number(
-            f"{path}.postCompactionGuard.windowSize", "windowSize", guard.get("windowSize"), 3
-        )
-        return cls(**values)
-
-    def to_openclaw(self) -> Dict[str, Any]:
-        """The equivalent OpenClaw ``loopDetection`` block (``enabled`` left out when unset)."""
-        block: Dict[str, Any] = {} if self.enabled is None else {"enabled": self.enabled}
-        for key, (name, _) in _NUMBERS.items():
-            block[key] = getattr(self, name)
-        block["detectors"] = {key: getattr(self, name) for key, name in _DETECTORS.items()}
-        block["postCompactionGuard"] = {"windowSize": self.post_compaction_window_size}
-        return block
-
-    def replace(self, **changes: Any) -> LoopDetectionConfig:
-        """A copy with ``changes`` applied (validated)."""
-        return dataclasses.replace(self, **changes)
-
-    def engine_settings(self) -> Dict[str, Any]:
-        """The resolved run-time settings: thresholds ordered as OpenClaw's run time orders
-        them (``critical > warning``, ``global > critical``; each fix is logged)."""
-        warning = self.warning_threshold
-        critical = self.critical_threshold
-        breaker = self.global_circuit_breaker_threshold
-        if critical <= warning:
-            _log.warning(
-                "loop detection: critical_threshold %d <= warning_threshold %d; using %d", critical, warning, warning + 1
-            )
-            critical = warning + 1
-        if breaker <= critical:
-            _log.warning(
-                "loop detection: global_circuit_breaker_threshold %d <= critical_threshold %d; using %d",
-                breaker,
-                critical,
-                critical + 1,
-            )
-            breaker = critical + 1
-        return {
-            "history_size": self.history_size,
-            "warning_threshold": warning,
-            "critical_threshold": critical,
-            "unknown_tool_threshold": self.unknown_tool_threshold,
-            "global_circuit_breaker_threshold": breaker,
-            "generic_repeat": self.generic_repeat,
-            "known_poll_no_progress": self.known_poll_no_progress,
-            "ping_pong": self.ping_pong,
-            "detect": self.enabled is True,
-            "record_calls": self.enabled is not False,
-            "guard_enabled": self.enabled is not False,
-            "guard_window_size": self.post_compaction_window_size,
-        }
+FIELD_CAPS = {name: _CAPS[key] for key, (name, _) in _NUMBERS.items()}
+"""The largest value of each number field (OpenClaw's caps, the engine's ranges)."""
