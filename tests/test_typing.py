@@ -26,7 +26,7 @@ def test_import_stays_light() -> None:
     # `import doomloop` loads the session detector only; heavier features load on first use.
     code = (
         "import sys, doomloop\n"
-        "heavy = {'dataclasses', 'logging', 'asyncio', 'numpy', 'doomloop.tool_loop', 'doomloop.chant'}\n"
+        "heavy = {'dataclasses', 'logging', 'asyncio', 'typing', 'numpy', 'doomloop.tool_loop', 'doomloop.chant'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
         "doomloop.ToolLoopDetector, doomloop.ChantDetector, doomloop.guard_stream\n"
         "print('doomloop.tool_loop' in sys.modules, 'doomloop.chant' in sys.modules)\n"

@@ -1,11 +1,13 @@
 """doomloop: catch LLM agents stuck in loops, with a Rust engine on the hot path."""
 
-from typing import TYPE_CHECKING
-
 from ._core import __version__ as __version__, fingerprint as fingerprint
 from .enums import DoomLoopType as DoomLoopType, RecoveryAction as RecoveryAction
 from .session import DoomLoopDetector as DoomLoopDetector, DoomLoopEvent as DoomLoopEvent
 from .session_config import DoomLoopConfig as DoomLoopConfig
+
+# Not `typing.TYPE_CHECKING`: importing typing would double the cost of `import doomloop`
+# (type checkers treat any constant of this name the same way).
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from .chant import ChantDetector as ChantDetector, ChantEvent as ChantEvent, ChantingDetected as ChantingDetected

@@ -7,7 +7,9 @@ whatever handlers the application configures, and nothing is printed otherwise.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+# Not `typing.TYPE_CHECKING`: importing typing would double the cost of `import doomloop`
+# (type checkers treat any constant of this name the same way).
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     import logging

@@ -9,12 +9,15 @@ descriptions, backoff sleeping and logging on top.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from . import _log
 from ._core import SessionEngine
 from .enums import DoomLoopType, RecoveryAction
 from .session_config import DoomLoopConfig
+
+# Not `typing.TYPE_CHECKING`: importing typing would double the cost of `import doomloop`
+# (type checkers treat any constant of this name the same way).
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ._core import MAX_CYCLE_PERIOD, MAX_CYCLE_REPEATS, check_session_config
 from ._validate import boolean, number, positive_int
+
+# Not `typing.TYPE_CHECKING`: importing typing would double the cost of `import doomloop`
+# (type checkers treat any constant of this name the same way).
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from typing import Any
