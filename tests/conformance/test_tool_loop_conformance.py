@@ -4,21 +4,16 @@ through doomloop's public API. Fails, never skips, when the vector files are mis
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
 
 from doomloop import ToolLoopDetector, resolve_openclaw_block
-
-CONFORMANCE = Path(__file__).resolve().parents[1].parent / "shared" / "conformance"
+from support import conformance_file
 
 
 def _load(name: str) -> Dict[str, Any]:
-    path = CONFORMANCE / name
-    if not path.is_file():
-        pytest.fail(f"conformance vectors missing: {path}")
-    data: Dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    data: Dict[str, Any] = json.loads(conformance_file(name).read_text(encoding="utf-8"))
     return data
 
 

@@ -40,7 +40,7 @@ from doomloop import (
 )
 from doomloop.eval import LoopEvaluator
 
-WORKER = Path(__file__).with_name("hostile.py")
+WORKER = Path(hostile.__file__)
 
 BATCH = settings(
     max_examples=10,

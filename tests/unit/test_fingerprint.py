@@ -21,7 +21,7 @@ import doomloop
 from canonical_model import model
 from doomloop import _core, fingerprint
 
-VECTORS = Path(__file__).with_name("fingerprint_vectors.json")
+VECTORS = Path(__file__).parents[1] / "models" / "fingerprint_vectors.json"
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text() | st.binary()
 values = st.recursive(
