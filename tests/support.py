@@ -1,4 +1,5 @@
-"""Shared test helpers: where the conformance vectors live, and a controllable clock.
+"""Shared test helpers: where the conformance vectors and the documentation live, the code
+blocks of a markdown file, and a controllable clock.
 
 A plain module rather than conftest.py, so tests can import it by a name no other folder uses.
 """
@@ -32,17 +33,15 @@ class FakeClock:
         return self.now
 
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 
 
-def readme_section(heading: str) -> str:
-    """The README section whose ``## `` heading starts with ``heading`` (up to the next one)."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"\n## {heading}") + 1
-    end = text.find("\n## ", start)
-    return text[start : end if end != -1 else len(text)]
-
-
-def python_blocks(text: str) -> list[str]:
-    """The ```python blocks of a markdown text."""
-    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+def code_blocks(path: Path, language: str) -> list[tuple[int, str]]:
+    """The ```language blocks of a markdown file, each with the line its code starts on."""
+    text = path.read_text(encoding="utf-8")
+    return [
+        (text.count("\n", 0, match.start(1)) + 1, match.group(1))
+        for match in re.finditer(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)
+    ]

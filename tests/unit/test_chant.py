@@ -311,6 +311,10 @@ def test_long_chunks_release_the_interpreter() -> None:
     assert any(begin < s < end for s in stamps), "no other thread ran during a long feed"
 
 
+def test_documented_history_size() -> None:
+    assert ChantDetector().history_size == 9_491
+
+
 # --- REPEATED_OUTPUT in DoomLoopDetector ---------------------------------------------------
 
 

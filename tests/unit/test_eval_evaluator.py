@@ -7,6 +7,7 @@ import json
 import math
 import pathlib
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
@@ -439,3 +440,26 @@ def test_iteration_numbers_are_positive_ints(value: Any, error: type) -> None:
 def test_loop_result_thresholds_must_be_finite_and_not_negative(threshold: float) -> None:
     with pytest.raises(ValueError, match=r"loop_result\.threshold"):
         LoopEvaluator().run({"score_history": [9.0], "threshold": threshold})
+
+
+# --- threads -------------------------------------------------------------------------------
+
+
+def test_one_evaluator_shared_by_threads() -> None:
+    evaluator = LoopEvaluator(max_wasted_iterations=1)
+    failures: List[str] = []
+
+    def work(offset: int) -> None:
+        for step in range(200):
+            wasted = (offset + step) % 3
+            history = [5.0, 9.0] + [9.5] * wasted
+            health = evaluator.run({"score_history": history}, guard_events=[{"level": "warning"}] * wasted)
+            if (health.wasted_iterations, health.guard_interventions, health.passed) != (wasted, wasted, wasted <= 1):
+                failures.append(f"{offset}/{step}: {health.to_dict()}")
+
+    threads = [threading.Thread(target=work, args=(offset,)) for offset in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
