@@ -132,6 +132,13 @@ def test_local_links_resolve(path: Path) -> None:
             assert anchor in slugs, f"{_name(path)} links to a missing heading: {target}"
 
 
+def test_readme_and_index_link_every_page() -> None:
+    for index in (README, DOCS / "index.md"):
+        linked = {(index.parent / target.partition("#")[0]).resolve() for target in _local_links(index)}
+        missing = [_name(page) for page in PAGES if page != index and page.resolve() not in linked]
+        assert not missing, f"{_name(index)} does not link {missing}"
+
+
 @pytest.mark.parametrize("path", [page for page in PAGES if page.name != "index.md"], ids=_name)
 def test_every_page_links_back_to_the_index(path: Path) -> None:
     assert "index.md" in _local_links(path)

@@ -1,6 +1,6 @@
 """A small pure-Python model of doomloop's canonical fingerprint, built on python-xxhash.
 
-It follows the encoding published in the README line by line and shares no code with the
+It follows the encoding published in docs/fingerprint.md line by line and shares no code with the
 Rust engine, so agreement between the two checks both the engine and the documentation.
 """
 

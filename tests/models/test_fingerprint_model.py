@@ -61,7 +61,7 @@ def test_shared_and_cyclic_values_agree_with_the_model(value: Any) -> None:
 
 def test_published_vectors() -> None:
     # The digests in the vector file were computed by the pure-Python model (written from
-    # the README's encoding, sharing no code with the engine). They pin the encoding: a
+    # the encoding in docs/fingerprint.md, sharing no code with the engine). They pin the encoding: a
     # change of seed, tag or layout in either implementation fails here.
     vectors = json.loads(VECTORS.read_text())
     assert len(vectors) >= 20
