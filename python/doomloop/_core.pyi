@@ -41,7 +41,7 @@ MAX_REWALKS: int
 further ones hash as the "too deep" marker."""
 
 def fingerprint(value: object, /) -> int:
-    """The canonical 64-bit fingerprint of ``value`` (see the README). Never raises."""
+    """The canonical 64-bit fingerprint of ``value`` (see docs/fingerprint.md). Never raises."""
 
 @disjoint_base
 class SessionEngine:

@@ -6,7 +6,7 @@
 //! again in the same walk reuses the digest it got (its encoding does not depend on where it
 //! stands), so a value of shared sub-objects costs its distinct objects, not its paths. It
 //! never raises: an object whose state cannot be read falls back to its type name (documented
-//! in the README). Lengths and data are read from the objects themselves, never through
+//! in docs/fingerprint.md). Lengths and data are read from the objects themselves, never through
 //! methods a subclass could override.
 
 use std::cell::RefCell;
@@ -625,7 +625,7 @@ enum ObjectState<'py> {
 static DATACLASS_FIELDS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static MAPPING_ABC: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
-/// The state an object hashes by (see the README's fallback order). Errors raised by user
+/// The state an object hashes by (see the fallback order in docs/fingerprint.md). Errors raised by user
 /// code here are swallowed on purpose: hashing must never raise.
 fn object_state<'py>(item: &Bound<'py, PyAny>) -> ObjectState<'py> {
     let py = item.py();

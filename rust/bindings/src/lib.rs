@@ -56,7 +56,7 @@ mod _core {
     const MAX_REWALKS: usize = crate::canonical::MAX_REWALKS;
 
     /// The canonical fingerprint of `value`: a stable 64-bit xxh3 digest of its typed,
-    /// key-order-free encoding (see the README). Never raises.
+    /// key-order-free encoding (see docs/fingerprint.md). Never raises.
     #[pyfunction]
     #[pyo3(signature = (value, /))]
     fn fingerprint(value: &Bound<'_, PyAny>) -> u64 {

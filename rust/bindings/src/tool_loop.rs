@@ -477,7 +477,7 @@ impl ToolLoopEngine {
         outcome_object(py, &call, normalised, None)
     }
 
-    /// Detect, decide and record one call about to run (see the README for the steps).
+    /// Detect, decide and record one call about to run (see docs/tool-loop.md for the steps).
     #[pyo3(signature = (tool, params, *, run_id = None, tool_call_id = None))]
     fn before_tool_call(
         slf: &Bound<'_, Self>,

@@ -5,7 +5,7 @@
 //! hash the little-endian bytes of their children's digests, so no serialized copy of a value
 //! is ever built: the only buffer is one digest (8 bytes) per child. Mappings and sets sort
 //! their entry digests, which makes them order-free at every depth without comparing keys of
-//! mixed types. The full encoding is published in the README ("Canonical fingerprint") and a
+//! mixed types. The full encoding is published in docs/fingerprint.md and a
 //! pure-Python model of it lives in the test suite.
 //!
 //! This module knows nothing of Python: the binding layer walks Python objects (iteratively,

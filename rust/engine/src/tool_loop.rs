@@ -4,7 +4,7 @@
 //! flags only, plus an opaque payload the caller uses for names), the warning buckets and the
 //! guard window. All comparisons are on 64-bit digests; the binding layer computes them (tool
 //! name, canonical params, normalised result) and renders messages. The rules follow the
-//! project's tool-loop spec; see the README for where doomloop deliberately differs.
+//! project's tool-loop spec; see docs/tool-loop.md for where doomloop deliberately differs.
 
 use std::collections::VecDeque;
 
