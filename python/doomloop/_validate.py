@@ -25,11 +25,13 @@ def positive_int(owner: str, name: str, value: object, *, minimum: int = 1, maxi
     and the bound it breaks otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{owner}.{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
+    # The value itself, by int's own method: a subclass's comparisons or __int__ could lie.
+    number = int.__int__(value)
+    if number < minimum:
         raise ValueError(f"{owner}.{name} must be >= {minimum}, got {shown(value)}")
-    if value > maximum:
+    if number > maximum:
         raise ValueError(f"{owner}.{name} must be <= {maximum}, got {shown(value)}")
-    return int(value)
+    return number
 
 
 def number(
@@ -40,7 +42,8 @@ def number(
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{owner}.{name} must be a number, got {type(value).__name__}")
     try:
-        result = float(value)
+        # The value itself, by float's and int's own methods: a subclass's could lie.
+        result = float.__float__(value) if isinstance(value, float) else float(int.__int__(value))
     except OverflowError:
         raise ValueError(f"{owner}.{name} must be <= {maximum}, got an int too large for a float") from None
     if math.isnan(result):

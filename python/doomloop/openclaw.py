@@ -162,13 +162,16 @@ def resolve_openclaw_block(cfg: Mapping[str, Any], agent_id: Optional[str] = Non
     return merged
 
 
-def _is_positive_int(value: Any) -> bool:
+def _count(value: Any) -> Optional[int]:
+    """The whole number a JSON number stands for (JSON has one number type: 5.0 is 5), read
+    with int's and float's own methods (a subclass's could lie); None for anything else."""
     if isinstance(value, bool):
-        return False
+        return None
     if isinstance(value, int):
-        return value >= 1
-    # JSON has one number type: 5.0 is the integer 5.
-    return isinstance(value, float) and math.isfinite(value) and value.is_integer() and value >= 1
+        return int.__int__(value)
+    if isinstance(value, float) and math.isfinite(value) and float.is_integer(value):
+        return int(float.__float__(value))
+    return None
 
 
 def _check_block(path: str, block: Any) -> None:
@@ -184,7 +187,8 @@ def _check_block(path: str, block: Any) -> None:
         if key in block:
             _check_number(f"{path}.{key}", key, block[key])
     for first, second in _ORDERED:
-        if first in block and second in block and not block[first] < block[second]:
+        low, high = _count(block.get(first)), _count(block.get(second))
+        if low is not None and high is not None and not low < high:
             raise ConfigError(
                 f"{path}.{second}",
                 f"must be greater than {first} ({_validate.shown(block[first])}), got {_validate.shown(block[second])}",
@@ -209,26 +213,28 @@ def _check_block(path: str, block: Any) -> None:
 
 
 def _check_number(path: str, key: str, value: Any) -> None:
-    if not _is_positive_int(value):
+    count = _count(value)
+    if count is None or count < 1:
         raise ConfigError(path, f"must be a positive integer, got {_validate.shown(value)}")
     cap = _CAPS.get(key)
-    if cap is not None and value > cap:
+    if cap is not None and count > cap:
         raise ConfigError(path, f"must be at most {cap}, got {_validate.shown(value)}")
 
 
 def _lenient_number(path: str, key: str, value: Any, default: int) -> int:
     if value is None:
         return default
-    if not _is_positive_int(value):
+    count = _count(value)
+    if count is None or count < 1:
         _log.warning(
             "loop-detection config: %s must be a positive integer, got %s; using %d", path, _validate.shown(value), default
         )
         return default
     cap = _CAPS.get(key)
-    if cap is not None and value > cap:
+    if cap is not None and count > cap:
         _log.warning("loop-detection config: %s is capped at %d (got %s)", path, cap, _validate.shown(value))
         return cap
-    return int(value)
+    return count
 
 
 def _lenient_bool(path: str, value: Any, default: bool) -> bool:

@@ -216,3 +216,29 @@ def test_detector_from_whole_config_and_agent() -> None:
     detector = ToolLoopDetector.from_openclaw(WHOLE, agent_id="Safe Runner")
     assert detector.config.critical_threshold == 16
     assert detector.config.generic_repeat is False
+
+
+class _LyingInt(int):
+    """An int whose conversions and comparisons lie: configs must read the value itself."""
+
+    def __int__(self) -> int:
+        return 0
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    def __gt__(self, other: object) -> bool:
+        return False
+
+
+def test_int_subclasses_are_read_by_their_value() -> None:
+    big, small = _LyingInt(2**40), _LyingInt(-5)
+    lenient = LoopDetectionConfig.from_openclaw({"globalCircuitBreakerThreshold": _LyingInt(MAX_THRESHOLD)}, strict=False)
+    assert lenient.global_circuit_breaker_threshold == MAX_THRESHOLD and type(lenient.global_circuit_breaker_threshold) is int
+    with pytest.raises(ConfigError, match="at most"):
+        LoopDetectionConfig.from_openclaw({"warningThreshold": big})
+    with pytest.raises(ValueError, match="must be <="):
+        LoopDetectionConfig(warning_threshold=big)
+    with pytest.raises(ValueError, match="must be >= 1"):
+        LoopDetectionConfig(warning_threshold=small)
+    assert LoopDetectionConfig(warning_threshold=_LyingInt(7)).warning_threshold == 7
