@@ -22,17 +22,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional
 
-# Engine finding codes, in the engine's order (`Finding` in rust/engine/src/session.rs).
-_FINDING_TYPES = (
-    DoomLoopType.REPEATED_ACTION,  # identical actions
-    DoomLoopType.REPEATED_ACTION,  # same action type
-    DoomLoopType.REPEATED_FAILURE,
-    DoomLoopType.NO_PROGRESS,
-    DoomLoopType.CIRCULAR_PLAN,
-    DoomLoopType.RESOURCE_EXHAUSTION,
-    DoomLoopType.REPEATED_OUTPUT,  # content chanting (record_response / record_output_chunk)
-)
-_RECOVERY = tuple(RecoveryAction)
+# The engine names loop types and rungs by their enum values.
+_LOOP_TYPES = {member.value: member for member in DoomLoopType}
+_RECOVERY = {member.value: member for member in RecoveryAction}
 
 
 class DoomLoopEvent:
@@ -81,19 +73,6 @@ class DoomLoopEvent:
         }
 
 
-def _description(code: int, config: DoomLoopConfig) -> str:
-    # Upstream's wording, except the same-type case, which says what it is.
-    return (
-        f"Same action repeated {config.max_identical_actions} times",
-        f"Same action type repeated {config.max_similar_actions} times",
-        f"Action failed {config.max_consecutive_failures} times consecutively",
-        f"No meaningful progress in {config.max_no_progress_steps} steps",
-        "Plan has looped back to a previous state",
-        f"Exceeded time limit of {config.max_total_time}s",
-        f"Model output repeating — {config.max_repeated_chunks}+ identical chunks detected",
-    )[code]
-
-
 class DoomLoopDetector(SessionEngine):
     """Watches a session's actions and progress markers for doom loops.
 
@@ -120,8 +99,8 @@ class DoomLoopDetector(SessionEngine):
 
     def get_loop_type(self) -> Optional[DoomLoopType]:
         """The loop found now (checks in the documented precedence), or None."""
-        code, _ = self._evaluate()
-        return None if code is None else _FINDING_TYPES[code]
+        name, _ = self._evaluate()
+        return None if name is None else _LOOP_TYPES[name]
 
     def get_recovery_action(self) -> RecoveryAction:
         """The recovery ladder's recommendation for the current state."""
@@ -130,16 +109,16 @@ class DoomLoopDetector(SessionEngine):
 
     def get_loop_event(self) -> Optional[DoomLoopEvent]:
         """A fresh event describing the current loop, or None when there is none."""
-        code, rung = self._evaluate()
-        if code is None:
+        found = self._loop_event()
+        if found is None:
             return None
-        stats = self._stats()
+        name, description, rung, actions, attempts = found
         return DoomLoopEvent(
-            loop_type=_FINDING_TYPES[code],
-            description=_description(code, self.config),
+            loop_type=_LOOP_TYPES[name],
+            description=description,
             action_history=[str(t) for t in self._recent_action_types()],
             recovery_action=_RECOVERY[rung],
-            metadata={"action_count": stats[0], "recovery_attempts": stats[4]},
+            metadata={"action_count": actions, "recovery_attempts": attempts},
         )
 
     def apply_backoff(self) -> float:
@@ -157,21 +136,6 @@ class DoomLoopDetector(SessionEngine):
         await asyncio.sleep(delay)
         return delay
 
-    def get_stats(self) -> Dict[str, Any]:
-        """Counts since the session started (O(1)): total, successful and failed actions,
-        loop events, recovery attempts, progress markers, elapsed time, current backoff."""
-        total, ok, failed, events, attempts, markers, elapsed, backoff = self._stats()
-        return {
-            "total_actions": total,
-            "successful_actions": ok,
-            "failed_actions": failed,
-            "loop_events": events,
-            "recovery_attempts": attempts,
-            "progress_markers": markers,
-            "elapsed_time": elapsed,
-            "current_backoff": backoff,
-        }
-
-    def _on_loop_episode(self, code: int) -> None:
+    def _on_loop_episode(self, description: str) -> None:
         # Called by the engine once per loop episode, with its lock released.
-        _log.warning("doom loop detected: %s", _description(code, self.config))
+        _log.warning("doom loop detected: %s", description)

@@ -43,10 +43,6 @@ fn empty_mapping_digest() -> u64 {
     canon.finish_map(start)
 }
 
-fn finding_code(finding: Option<Finding>) -> Option<u8> {
-    finding.map(|f| f as u8)
-}
-
 impl SessionEngine {
     #[inline]
     fn lock(&self, py: Python<'_>) -> MutexGuard<'_, State> {
@@ -89,7 +85,8 @@ impl SessionEngine {
         let now = engine.now(slf.py())?;
         let (finding, new_episode) = engine.lock(slf.py()).session.observe(now);
         if new_episode {
-            slf.call_method1("_on_loop_episode", (finding_code(finding),))?;
+            let description = finding.map(|f| f.describe(engine.lock(slf.py()).session.config()));
+            slf.call_method1("_on_loop_episode", (description,))?;
         }
         Ok(finding)
     }
@@ -298,15 +295,34 @@ impl SessionEngine {
         self.lock(py).session.reset_backoff();
     }
 
-    /// The current finding's code and the recovery ladder's rung for it.
-    fn _evaluate(slf: &Bound<'_, Self>) -> PyResult<(Option<u8>, u8)> {
+    /// The current finding's loop type and the recovery ladder's rung for it, by name
+    /// (`DoomLoopType` and `RecoveryAction` values).
+    fn _evaluate(slf: &Bound<'_, Self>) -> PyResult<(Option<&'static str>, &'static str)> {
         let finding = Self::observe(slf)?;
         let recovery = slf
             .get()
             .lock(slf.py())
             .session
             .recovery(finding.map(Finding::loop_type));
-        Ok((finding_code(finding), recovery as u8))
+        Ok((finding.map(|f| f.loop_type().name()), recovery.name()))
+    }
+
+    /// The current finding described, with the loop type and rung names: (loop type,
+    /// description, recovery, total actions, recovery attempts); `None` when there is none.
+    #[allow(clippy::type_complexity)]
+    fn _loop_event(slf: &Bound<'_, Self>) -> PyResult<Option<(&'static str, String, &'static str, u64, u64)>> {
+        let Some(finding) = Self::observe(slf)? else {
+            return Ok(None);
+        };
+        let state = slf.get().lock(slf.py());
+        let stats = state.session.stats();
+        Ok(Some((
+            finding.loop_type().name(),
+            finding.describe(state.session.config()),
+            state.session.recovery(Some(finding.loop_type())).name(),
+            stats.total_actions,
+            stats.recovery_attempts,
+        )))
     }
 
     /// The delay to wait now; advances the stored delay (capped at `max_backoff`).
@@ -314,23 +330,24 @@ impl SessionEngine {
         self.lock(py).session.next_backoff()
     }
 
-    /// Counters for `get_stats()`: (total, successful, failed, loop events, recovery
-    /// attempts, progress markers, elapsed seconds, current backoff).
-    #[allow(clippy::type_complexity)]
-    fn _stats(&self, py: Python<'_>) -> PyResult<(u64, u64, u64, u64, u64, u64, f64, f64)> {
+    /// Counts since the session started (O(1)): total, successful and failed actions, loop
+    /// events, recovery attempts, progress markers, elapsed time, current backoff.
+    fn get_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let now = self.now(py)?;
-        let state = self.lock(py);
-        let s = state.session.stats();
-        Ok((
-            s.total_actions,
-            s.successful_actions,
-            s.failed_actions,
-            s.loop_events,
-            s.recovery_attempts,
-            s.progress_markers,
-            state.session.elapsed(now),
-            s.current_backoff,
-        ))
+        let (s, elapsed) = {
+            let state = self.lock(py);
+            (state.session.stats(), state.session.elapsed(now))
+        };
+        let stats = PyDict::new(py);
+        stats.set_item("total_actions", s.total_actions)?;
+        stats.set_item("successful_actions", s.successful_actions)?;
+        stats.set_item("failed_actions", s.failed_actions)?;
+        stats.set_item("loop_events", s.loop_events)?;
+        stats.set_item("recovery_attempts", s.recovery_attempts)?;
+        stats.set_item("progress_markers", s.progress_markers)?;
+        stats.set_item("elapsed_time", elapsed)?;
+        stats.set_item("current_backoff", s.current_backoff)?;
+        Ok(stats)
     }
 
     /// The last ten action types, oldest first.

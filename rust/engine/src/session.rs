@@ -31,6 +31,20 @@ pub enum LoopType {
     RepeatedOutput = 5,
 }
 
+impl LoopType {
+    /// The loop type's name, as upstream's `DoomLoopType` values spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LoopType::RepeatedAction => "repeated_action",
+            LoopType::RepeatedFailure => "repeated_failure",
+            LoopType::NoProgress => "no_progress",
+            LoopType::CircularPlan => "circular_plan",
+            LoopType::ResourceExhaustion => "resource_exhaustion",
+            LoopType::RepeatedOutput => "repeated_output",
+        }
+    }
+}
+
 /// Which check fired; two checks share the REPEATED_ACTION type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Finding {
@@ -56,6 +70,51 @@ impl Finding {
     }
 }
 
+impl Finding {
+    /// What fired, in upstream's words (the same-type case says what it is).
+    pub fn describe(self, config: &SessionConfig) -> String {
+        match self {
+            Finding::IdenticalAction => format!("Same action repeated {} times", config.max_identical_actions),
+            Finding::SimilarAction => format!("Same action type repeated {} times", config.max_similar_actions),
+            Finding::RepeatedFailure => {
+                format!("Action failed {} times consecutively", config.max_consecutive_failures)
+            }
+            Finding::NoProgress => format!("No meaningful progress in {} steps", config.max_no_progress_steps),
+            Finding::CircularPlan => "Plan has looped back to a previous state".to_owned(),
+            Finding::ResourceExhaustion => format!("Exceeded time limit of {}s", PyFloat(config.max_total_time)),
+            Finding::RepeatedOutput => format!(
+                "Model output repeating — {}+ identical chunks detected",
+                config.max_repeated_chunks
+            ),
+        }
+    }
+}
+
+/// A float as Python's `str()` shows it (`300.0`, `1e+300`), for messages that quote
+/// upstream's.
+struct PyFloat(f64);
+
+impl std::fmt::Display for PyFloat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let value = self.0;
+        if value.is_finite() && value.fract() == 0.0 && value.abs() < 1e16 {
+            write!(f, "{value:.1}")
+        } else if value.is_finite() && (value.abs() >= 1e16 || (value != 0.0 && value.abs() < 1e-4)) {
+            let text = format!("{value:e}");
+            // Rust writes `1e300` and `1.5e-5`; Python `1e+300` and `1.5e-05`.
+            let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
+            let (sign, digits) = exponent.strip_prefix('-').map_or(("+", exponent), |d| ("-", d));
+            write!(f, "{mantissa}e{sign}{digits:0>2}")
+        } else if value.is_nan() {
+            f.write_str("nan")
+        } else if value.is_infinite() {
+            f.write_str(if value > 0.0 { "inf" } else { "-inf" })
+        } else {
+            write!(f, "{value}")
+        }
+    }
+}
+
 /// Rungs of the recovery ladder, in the order of `RecoveryAction`'s members.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Recovery {
@@ -64,6 +123,19 @@ pub enum Recovery {
     EscalateModel = 2,
     RequestHelp = 3,
     Abort = 4,
+}
+
+impl Recovery {
+    /// The rung's name, as upstream's `RecoveryAction` values spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Recovery::Continue => "continue",
+            Recovery::RetryDifferent => "retry_different",
+            Recovery::EscalateModel => "escalate_model",
+            Recovery::RequestHelp => "request_help",
+            Recovery::Abort => "abort",
+        }
+    }
 }
 
 /// Thresholds; [`SessionConfig::problem`] says whether they are usable (`Session::new` clamps
@@ -507,6 +579,33 @@ fn clamp(mut config: SessionConfig) -> SessionConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn floats_in_descriptions_read_as_python_shows_them() {
+        for (value, shown) in [
+            (300.0, "300.0"),
+            (-0.0, "-0.0"),
+            (0.5, "0.5"),
+            (123.456, "123.456"),
+            (1e16, "1e+16"),
+            (1.5e300, "1.5e+300"),
+            (0.0001, "0.0001"),
+            (1e-5, "1e-05"),
+            (f64::INFINITY, "inf"),
+        ] {
+            assert_eq!(PyFloat(value).to_string(), shown);
+        }
+        let config = SessionConfig {
+            max_total_time: 30.0,
+            ..SessionConfig::default()
+        };
+        assert_eq!(
+            Finding::ResourceExhaustion.describe(&config),
+            "Exceeded time limit of 30.0s"
+        );
+        assert_eq!(LoopType::NoProgress.name(), "no_progress");
+        assert_eq!(Recovery::RetryDifferent.name(), "retry_different");
+    }
 
     const T: f64 = 1000.0;
 
