@@ -47,7 +47,9 @@ def fingerprint(value: object, /) -> int:
 class SessionEngine:
     """Rust state behind :class:`doomloop.DoomLoopDetector` (use that class)."""
 
-    def __new__(cls, config: Any, *, clock: Optional[Callable[[], float]] = None) -> Self: ...
+    def __new__(
+        cls, config: Any, *, clock: Optional[Callable[[], float]] = None, _on_episode: Optional[Callable[[str], object]] = None
+    ) -> Self: ...
     def start_session(self) -> None:
         """Start the clock and clear history, markers, plan states, attempts, events, backoff."""
     def record_action(
@@ -214,6 +216,8 @@ class ToolLoopEngine:
         volatile_keys: Optional[Iterable[str]] = None,
         normalisers: Optional[dict[str, Callable[[Any, Optional[Mapping[str, Any]]], Any]]] = None,
         send_like: Optional[Callable[[str, Optional[Mapping[str, Any]]], bool]] = None,
+        _on_loop: Optional[Callable[[ToolCallDecision], object]] = None,
+        _on_compaction_loop: Optional[Callable[[ToolOutcome], object]] = None,
     ) -> Self: ...
     def check(self, tool: str, params: Optional[Mapping[str, Any]], *, run_id: Optional[str] = None) -> LoopVerdict:
         """The verdict for this call now, with no side effects."""
@@ -248,8 +252,6 @@ class ToolLoopEngine:
     ) -> ToolOutcome:
         """Record a finished call's outcome and feed it to the post-compaction guard."""
     def _arm(self) -> int: ...
-    def _on_loop(self, decision: ToolCallDecision) -> None: ...
-    def _on_compaction_loop(self, outcome: ToolOutcome) -> None: ...
     @property
     def history_len(self) -> int:
         """Records in the history now."""

@@ -73,6 +73,11 @@ class DoomLoopEvent:
         }
 
 
+def _log_episode(description: str) -> None:
+    # Called by the engine once per loop episode, with its lock released.
+    _log.warning("doom loop detected: %s", description)
+
+
 class DoomLoopDetector(SessionEngine):
     """Watches a session's actions and progress markers for doom loops.
 
@@ -93,7 +98,7 @@ class DoomLoopDetector(SessionEngine):
             config = DoomLoopConfig()
         elif not isinstance(config, DoomLoopConfig):
             raise TypeError(f"config must be a DoomLoopConfig or None, got {type(config).__name__}")
-        self = super().__new__(cls, config, clock=clock)
+        self = super().__new__(cls, config, clock=clock, _on_episode=_log_episode)
         self.config = config
         return self
 
@@ -135,7 +140,3 @@ class DoomLoopDetector(SessionEngine):
         delay = self._next_backoff()
         await asyncio.sleep(delay)
         return delay
-
-    def _on_loop_episode(self, description: str) -> None:
-        # Called by the engine once per loop episode, with its lock released.
-        _log.warning("doom loop detected: %s", description)

@@ -66,6 +66,25 @@ class CompactionLoopPersisted(RuntimeError):
             raise cls.from_verdict(outcome.guard)
 
 
+def _log_decision(decision: ToolCallDecision) -> None:
+    # Called by the engine, lock released, when a call is blocked or a warning is emitted.
+    verdict = decision.verdict
+    what = "tool call blocked" if decision.blocked else "tool loop warning"
+    _log.warning("%s (%s, count %d): %s", what, verdict.detector, verdict.count, verdict.message)
+
+
+def _log_compaction_loop(outcome: ToolOutcome) -> None:
+    # Called by the engine, lock released, when the guard says abort.
+    if outcome.guard is not None:
+        _log.error("%s", outcome.guard.message)
+
+
+def _raise_compaction_loop(outcome: ToolOutcome) -> None:
+    # `raise_on_compaction_loop=True`: log, then raise (the outcome is already recorded).
+    _log_compaction_loop(outcome)
+    CompactionLoopPersisted.raise_for(outcome)
+
+
 class ToolLoopDetector(ToolLoopEngine):
     """Loop detection for one agent session's tool calls, plus the post-compaction guard.
 
@@ -122,7 +141,10 @@ class ToolLoopDetector(ToolLoopEngine):
         if fields:
             config = config.replace(**fields)
         extensions = {k: v for k, v in options.items() if k in _EXTENSIONS}
-        self = super().__new__(cls, **config.engine_settings(), **extensions)
+        on_compaction_loop = _raise_compaction_loop if raise_on_compaction_loop else _log_compaction_loop
+        self = super().__new__(
+            cls, **config.engine_settings(), **extensions, _on_loop=_log_decision, _on_compaction_loop=on_compaction_loop
+        )
         self.config = config
         self.raise_on_compaction_loop = raise_on_compaction_loop
         return self
@@ -149,23 +171,6 @@ class ToolLoopDetector(ToolLoopEngine):
 
     def __sizeof__(self) -> int:
         return object.__sizeof__(self) + self._state_size()
-
-    def _on_loop(self, decision: ToolCallDecision) -> None:
-        # Called by the engine, lock released, when a call is blocked or a warning is emitted.
-        verdict = decision.verdict
-        if decision.blocked:
-            _log.warning("tool call blocked (%s, count %d): %s", verdict.detector, verdict.count, verdict.message)
-        else:
-            _log.warning("tool loop warning (%s, count %d): %s", verdict.detector, verdict.count, verdict.message)
-
-    def _on_compaction_loop(self, outcome: ToolOutcome) -> None:
-        # Called by the engine, lock released, when the guard says abort.
-        guard = outcome.guard
-        if guard is None:
-            return
-        _log.error("%s", guard.message)
-        if self.raise_on_compaction_loop:
-            raise CompactionLoopPersisted.from_verdict(guard)
 
 
 class PostCompactionGuard(GuardEngine):

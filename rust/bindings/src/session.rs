@@ -30,6 +30,8 @@ struct State {
 pub struct SessionEngine {
     state: Mutex<State>,
     clock: Option<Py<PyAny>>,
+    /// Called with the description of each new loop episode (the Python layer logs it).
+    on_episode: Option<Py<PyAny>>,
 }
 
 fn monotonic_seconds() -> f64 {
@@ -79,14 +81,23 @@ impl SessionEngine {
         Ok(())
     }
 
-    /// Evaluate now, count a new episode, and tell the Python side about it (lock released).
+    /// Evaluate now, count a new episode, and hand its description to `on_episode` (lock
+    /// released).
     fn observe(slf: &Bound<'_, Self>) -> PyResult<Option<Finding>> {
+        let py = slf.py();
         let engine = slf.get();
-        let now = engine.now(slf.py())?;
-        let (finding, new_episode) = engine.lock(slf.py()).session.observe(now);
-        if new_episode {
-            let description = finding.map(|f| f.describe(engine.lock(slf.py()).session.config()));
-            slf.call_method1("_on_loop_episode", (description,))?;
+        let now = engine.now(py)?;
+        let (finding, description) = {
+            let mut state = engine.lock(py);
+            let (finding, new_episode) = state.session.observe(now);
+            let description = match (new_episode, finding, &engine.on_episode) {
+                (true, Some(finding), Some(_)) => Some(finding.describe(state.session.config())),
+                _ => None,
+            };
+            (finding, description)
+        };
+        if let (Some(description), Some(on_episode)) = (description, &engine.on_episode) {
+            on_episode.call1(py, (description,))?;
         }
         Ok(finding)
     }
@@ -169,16 +180,19 @@ pub fn check_session_config(config: &Bound<'_, PyAny>) -> PyResult<()> {
 
 #[pymethods]
 impl SessionEngine {
-    /// Build from a validated `DoomLoopConfig` (the Python subclass validates it first).
+    /// Build from a `DoomLoopConfig`. `_on_episode(description)` is called once per loop
+    /// episode, with the lock released.
     #[new]
-    #[pyo3(signature = (config, *, clock = None))]
-    fn new(config: &Bound<'_, PyAny>, clock: Option<Py<PyAny>>) -> PyResult<Self> {
-        if let Some(clock) = &clock {
-            if !clock.bind(config.py()).is_callable() {
-                return Err(PyTypeError::new_err(
-                    "clock must be a zero-argument callable returning seconds",
-                ));
-            }
+    #[pyo3(signature = (config, *, clock = None, _on_episode = None))]
+    fn new(config: &Bound<'_, PyAny>, clock: Option<Py<PyAny>>, _on_episode: Option<Py<PyAny>>) -> PyResult<Self> {
+        let py = config.py();
+        if clock.as_ref().is_some_and(|clock| !clock.bind(py).is_callable()) {
+            return Err(PyTypeError::new_err(
+                "clock must be a zero-argument callable returning seconds",
+            ));
+        }
+        if _on_episode.as_ref().is_some_and(|hook| !hook.bind(py).is_callable()) {
+            return Err(PyTypeError::new_err("_on_episode must be callable"));
         }
         let session_config = session_config(config)?;
         Ok(SessionEngine {
@@ -187,6 +201,7 @@ impl SessionEngine {
                 recent_types: Ring::new(RECENT_TYPES),
             }),
             clock,
+            on_episode: _on_episode,
         })
     }
 

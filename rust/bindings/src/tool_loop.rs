@@ -260,6 +260,10 @@ pub struct ToolLoopEngine {
     state: Mutex<ToolLoopSession<Names>>,
     rules: Option<Box<Rules>>,
     memo: Mutex<CallMemo>,
+    /// Called (lock released) with each decision that blocks a call or emits a warning.
+    on_loop: Option<Py<PyAny>>,
+    /// Called (lock released) with each outcome whose guard verdict says abort; it may raise.
+    on_compaction_loop: Option<Py<PyAny>>,
 }
 
 fn positive_u32(value: u64, name: &str) -> PyResult<u32> {
@@ -362,10 +366,13 @@ impl ToolLoopEngine {
         known_poll_tools = None,
         volatile_keys = None,
         normalisers = None,
-        send_like = None
+        send_like = None,
+        _on_loop = None,
+        _on_compaction_loop = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         history_size: u64,
         warning_threshold: u64,
         critical_threshold: u64,
@@ -383,7 +390,14 @@ impl ToolLoopEngine {
         volatile_keys: Option<&Bound<'_, PyAny>>,
         normalisers: Option<&Bound<'_, PyAny>>,
         send_like: Option<&Bound<'_, PyAny>>,
+        _on_loop: Option<Py<PyAny>>,
+        _on_compaction_loop: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
+        for (hook, name) in [(&_on_loop, "_on_loop"), (&_on_compaction_loop, "_on_compaction_loop")] {
+            if hook.as_ref().is_some_and(|hook| !hook.bind(py).is_callable()) {
+                return Err(PyTypeError::new_err(format!("{name} must be callable")));
+            }
+        }
         if history_size == 0 || history_size > MAX_HISTORY_SIZE as u64 {
             return Err(PyValueError::new_err(format!(
                 "history_size must be in 1..={MAX_HISTORY_SIZE}, got {history_size}"
@@ -413,6 +427,8 @@ impl ToolLoopEngine {
             state: Mutex::new(ToolLoopSession::new(config)),
             rules: Rules::from_options(tool_aliases, known_poll_tools, volatile_keys, normalisers, send_like)?,
             memo: Mutex::default(),
+            on_loop: _on_loop,
+            on_compaction_loop: _on_compaction_loop,
         })
     }
 
@@ -519,8 +535,8 @@ impl ToolLoopEngine {
             },
         )?;
         let d = decision.get();
-        if d.blocked || d.emit_warning {
-            slf.call_method1("_on_loop", (decision.clone_ref(py),))?;
+        if let (true, Some(on_loop)) = (d.blocked || d.emit_warning, &engine.on_loop) {
+            on_loop.call1(py, (decision.clone_ref(py),))?;
         }
         Ok(decision)
     }
@@ -551,8 +567,8 @@ impl ToolLoopEngine {
         let guard = verdict.map(|v| guard_verdict(py, v, &call.tool)).transpose()?;
         let abort = guard.as_ref().is_some_and(|g| g.get().should_abort);
         let outcome = outcome_object(py, &call, normalised, guard)?;
-        if abort {
-            slf.call_method1("_on_compaction_loop", (outcome.clone_ref(py),))?;
+        if let (true, Some(on_compaction_loop)) = (abort, &engine.on_compaction_loop) {
+            on_compaction_loop.call1(py, (outcome.clone_ref(py),))?;
         }
         Ok(outcome)
     }
@@ -560,16 +576,6 @@ impl ToolLoopEngine {
     /// Arm the post-compaction guard; returns the attempts armed for (0: guard disabled).
     fn _arm(&self, py: Python<'_>) -> u32 {
         self.lock(py).arm_guard()
-    }
-
-    /// Hook called (lock released) when a call is blocked or a warning is emitted.
-    fn _on_loop(&self, decision: &Bound<'_, PyAny>) {
-        let _ = decision;
-    }
-
-    /// Hook called (lock released) when the guard says abort.
-    fn _on_compaction_loop(&self, outcome: &Bound<'_, PyAny>) {
-        let _ = outcome;
     }
 
     /// Records in the history now.
