@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from chant_model import model, never_blank
+from chant_model import model, never_blank, token_key
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -85,7 +85,7 @@ def test_text_engine_matches_model(text: str, config: tuple[int, int, int, bool]
 def test_token_engine_matches_model(tokens: list[int], config: tuple[int, int, int, bool], key: tuple[int, int], dtype: type) -> None:
     window, repeats, max_period, ignore_ws = config
     # Token ids are hashed as the bits of an i64.
-    expected = model([t & (2**64 - 1) for t in tokens], window, repeats, max_period, ignore_ws, key, never_blank)
+    expected = model([t & (2**64 - 1) for t in tokens], window, repeats, max_period, ignore_ws, key, never_blank, token_key)
     detector = ChantDetector(window, repeats, ignore_whitespace=ignore_ws, max_period=max_period, _hash_key=key)
     event = detector.feed_tokens(np.array(tokens, dtype=dtype))
     if expected is not None:
