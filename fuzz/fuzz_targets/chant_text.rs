@@ -196,7 +196,7 @@ fuzz_target!(|input: Input| {
 
     // The verdict against the rule.
     let keys: Vec<u64> = text.iter().map(|&c| u64::from(c)).collect();
-    let run = model(&keys, &is_blank, &config, key);
+    let run = model(&keys, &|c| c, &is_blank, &config, key);
     if let Some(e) = &whole {
         check_sound(&keys, &is_blank, &config, e);
     }

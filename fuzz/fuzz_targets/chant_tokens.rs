@@ -2,10 +2,17 @@
 //! as the binding layer feeds them (slices of u64, u32 or sign-extended i32 ids, and the
 //! iterator API), with ids at the extremes of the range. Tokens are never whitespace, so
 //! `ignore_whitespace` must change nothing.
+//!
+//! The alphabet holds ids that differ only in their top bits (0, 2^63): before token ids
+//! were folded (`Token::key`), such windows shared one hash for every key and this target
+//! found chants that were never reported. Ids crafted against the fold (x and y whose folded
+//! keys differ by 2^63, e.g. 0 and 2^63 | 2^31) still collide for every key: no unkeyed
+//! fold can prevent that in a polynomial hash mod 2^64, so such pairs are left out of the
+//! alphabet (a known limitation; it can delay or hide a chant, never raise a false alarm).
 #![no_main]
 
 use arbitrary::Arbitrary;
-use doomloop_engine::chant::{Chant, ChantConfig, ChantEvent, HashKey, Token};
+use doomloop_engine::chant::{Chant, ChantConfig, ChantEvent, HashKey, Symbol, Token};
 use doomloop_fuzz::chant_model::{check_sound, guaranteed, model, Event, Planted};
 use doomloop_fuzz::{live_bytes, mix};
 use libfuzzer_sys::fuzz_target;
@@ -139,7 +146,7 @@ fuzz_target!(|input: Input| {
     );
 
     let never_blank = |_: u64| false;
-    let run = model(&ids, &never_blank, &config, key);
+    let run = model(&ids, &|t| Token(t).key(), &never_blank, &config, key);
     if let Some(e) = &whole {
         check_sound(&ids, &never_blank, &config, e);
     }

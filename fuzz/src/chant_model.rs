@@ -47,7 +47,14 @@ fn periodic(s: &[u64], first: usize, last: usize, q: usize) -> bool {
     (first + q..=last).all(|p| s[p] == s[p - q])
 }
 
-pub fn model(symbols: &[u64], blank: &dyn Fn(u64) -> bool, config: &ChantConfig, key: HashKey) -> ModelRun {
+/// `symbol_key` is what the window hash takes of a symbol (`Symbol::key`).
+pub fn model(
+    symbols: &[u64],
+    symbol_key: &dyn Fn(u64) -> u64,
+    blank: &dyn Fn(u64) -> bool,
+    config: &ChantConfig,
+    key: HashKey,
+) -> ModelRun {
     let w = config.window as usize;
     let repeats = config.min_repeats;
     let max_distance = (config.max_period + config.window - 1) as usize;
@@ -58,7 +65,7 @@ pub fn model(symbols: &[u64], blank: &dyn Fn(u64) -> bool, config: &ChantConfig,
     prefix.push(0u64);
     for &x in symbols {
         let last = prefix.last().copied().unwrap_or(0);
-        prefix.push(last.wrapping_mul(base).wrapping_add(x).wrapping_add(salt));
+        prefix.push(last.wrapping_mul(base).wrapping_add(symbol_key(x)).wrapping_add(salt));
     }
     let base_w = base.wrapping_pow(w as u32);
     let span = anchor_span(config.window, repeats);
