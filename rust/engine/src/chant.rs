@@ -1084,6 +1084,9 @@ mod tests {
     }
 
     #[test]
+    // Three million symbols: hours under Miri (the smaller tests run the same ring growth
+    // and table code on short streams).
+    #[cfg_attr(miri, ignore)]
     fn memory_is_fixed_by_the_configuration() {
         let mut chant = Chant::<u32>::new(ChantConfig::default());
         let noise = |from: u32| (from..from + 1_000_000).map(|i| i.wrapping_mul(2_654_435_761) % 50_000);
@@ -1105,6 +1108,8 @@ mod tests {
     }
 
     #[test]
+    // A 100,000-symbol stream to fill the ring before the reset: minutes under Miri.
+    #[cfg_attr(miri, ignore)]
     fn a_growing_ring_keeps_the_verdict() {
         // The same chant found with a ring that grows during the stream (fed in small pieces)
         // and with one already at full size (after a long stream and a reset).
