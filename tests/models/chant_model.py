@@ -28,6 +28,13 @@ def never_blank(_: int) -> bool:
     return False
 
 
+def token_key(token: int) -> int:
+    """What the window hash takes of a token id (as an unsigned 64-bit value): the id with its
+    high half folded into its low half, so ids that differ only in their top bits still hash
+    apart (ids below 2**32 are unchanged)."""
+    return token ^ (token >> 32)
+
+
 def is_blank(code_point: int) -> bool:
     return code_point in WHITE_SPACE
 
@@ -40,13 +47,14 @@ def model(
     ignore_whitespace: bool,
     hash_key: Tuple[int, int],
     blank: Callable[[int], bool] = is_blank,
+    symbol_key: Callable[[int], int] = lambda symbol: symbol,
 ) -> Optional[Event]:
     base, salt = hash_key[0] | 1, hash_key[1]
     max_distance = max_period + window - 1
     history = (repeats + 1) * max_distance + window
     prefix = [0]
     for x in symbols:
-        prefix.append((prefix[-1] * base + x + salt) & M64)
+        prefix.append((prefix[-1] * base + symbol_key(x) + salt) & M64)
     base_w = pow(base, window, 1 << 64)
     span = anchor_span(window, repeats)
     keys: List[Optional[int]] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from chant_model import model, never_blank
+from chant_model import model, never_blank, token_key
 from doomloop import ChantDetector
 
 
@@ -85,7 +85,7 @@ def test_token_engine_matches_model(
 ) -> None:
     window, repeats, max_period, ignore_ws = config
     # Token ids are hashed as the bits of an i64.
-    expected = model([t & (2**64 - 1) for t in tokens], window, repeats, max_period, ignore_ws, key, never_blank)
+    expected = model([t & (2**64 - 1) for t in tokens], window, repeats, max_period, ignore_ws, key, never_blank, token_key)
     detector = ChantDetector(window, repeats, ignore_whitespace=ignore_ws, max_period=max_period, _hash_key=key)
     event = detector.feed_tokens(np.array(tokens, dtype=dtype))
     if expected is not None:

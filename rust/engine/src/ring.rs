@@ -35,6 +35,13 @@ impl<T> Ring<T> {
     /// Append, overwriting the oldest item when full.
     pub fn push(&mut self, item: T) {
         if self.items.len() < self.capacity {
+            let len = self.items.len();
+            if len == self.items.capacity() {
+                // Double as `Vec` would, but never past `capacity`: left to `Vec`, a ring of
+                // 100 grew a buffer of 128 (one of 10,000, 16,384), more than the `capacity`
+                // items its owners report as its heap (`ToolLoopSession::heap_bytes`).
+                self.items.reserve_exact(len.max(4).min(self.capacity - len));
+            }
             self.items.push(item);
         } else {
             self.items[self.next] = item;
@@ -122,6 +129,23 @@ mod tests {
             let by_halves: Vec<_> = newer.iter().rev().chain(older.iter().rev()).copied().collect();
             assert_eq!(by_halves, by_back);
             ring.push(i);
+        }
+    }
+
+    #[test]
+    fn the_buffer_never_outgrows_the_capacity() {
+        for capacity in [1, 3, 5, 64, 65, 67, 100, 1000] {
+            let mut ring = Ring::new(capacity);
+            for i in 0..2 * capacity {
+                ring.push(i);
+                assert!(
+                    ring.items.capacity() <= capacity,
+                    "{capacity}: {}",
+                    ring.items.capacity()
+                );
+            }
+            assert_eq!(ring.len(), capacity);
+            assert_eq!(ring.back(0), Some(&(2 * capacity - 1)));
         }
     }
 

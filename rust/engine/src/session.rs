@@ -833,6 +833,8 @@ mod tests {
     }
 
     #[test]
+    // 100,000 recorded actions: many minutes under Miri.
+    #[cfg_attr(miri, ignore)]
     fn memory_is_bounded() {
         let mut s = session(SessionConfig::default());
         for i in 0..100_000u64 {
