@@ -256,6 +256,14 @@ impl Stream {
         }
     }
 
+    fn has_found(&self) -> bool {
+        match self {
+            Stream::Text(chant) => chant.event().is_some(),
+            Stream::Tokens(chant) => chant.event().is_some(),
+            Stream::Fresh | Stream::Reset(_) => false,
+        }
+    }
+
     /// The chant found (the engine keeps it until reset), as event fields.
     fn found(&self) -> Option<Found> {
         match self {
@@ -291,10 +299,17 @@ pub struct ChantEngine {
 }
 
 impl ChantEngine {
-    /// Deliver the chant the stream holds, if its event has not been delivered yet: build the
-    /// event (lock released: it runs Python code) and hand it out once, to the first caller
-    /// that stores it.
-    fn deliver(&self, py: Python<'_>, found: Option<Found>) -> PyResult<Option<Py<PyAny>>> {
+    /// Deliver the chant the stream holds (the engine keeps it until reset), if its event has
+    /// not been delivered yet: build the event (lock released: it runs Python code) and hand
+    /// it out once, to the first caller that stores it.
+    fn deliver(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let found = {
+            let state = lock(py, &self.state);
+            if state.event.is_some() {
+                return Ok(None);
+            }
+            state.stream.found()
+        };
         let Some(found) = found else {
             return Ok(None);
         };
@@ -336,14 +351,23 @@ impl ChantEngine {
         Ok(self.event_type.bind(py).call((), Some(&fields))?.unbind())
     }
 
-    /// The chant to deliver before any new input is read: one found earlier whose event was
-    /// never handed out. `None` also when a delivered chant latches the stream.
-    fn undelivered(state: &State) -> Option<Option<Found>> {
-        if state.event.is_some() {
-            return Some(None);
+    /// What a feed does with its input: read it, or, when the stream has found a chant,
+    /// ignore it (latched) and deliver the chant if its event was never handed out.
+    fn next_step(state: &State) -> Step {
+        match (&state.event, state.stream.has_found()) {
+            (Some(_), _) => Step::Ignore,
+            (None, true) => Step::Deliver,
+            (None, false) => Step::Read,
         }
-        state.stream.found().map(Some)
     }
+}
+
+/// See [`ChantEngine::next_step`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Read,
+    Deliver,
+    Ignore,
 }
 
 /// Scan a 1-D array of token ids with `state` locked: in place while short (the interpreter
@@ -431,27 +455,25 @@ impl ChantEngine {
     fn feed(&self, text: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
         let py = text.py();
         let (config, key) = (self.config, self.key);
-        let mut outcome: PyResult<Option<Found>> = Ok(None);
-        let mut reading = false;
+        // Only whether a chant waits crosses the scan: its fields stay in the engine.
+        let mut outcome: PyResult<Step> = Ok(Step::Ignore);
         scan_text(text, "text", &self.state, |state, input, piece| {
             if piece.first {
-                match Self::undelivered(state) {
-                    // Latched: the input is ignored.
-                    Some(found) => outcome = Ok(found),
-                    None => match state.stream.text_chant(config, key) {
-                        Ok(_) => reading = true,
-                        Err(error) => outcome = Err(error),
-                    },
-                }
+                outcome = match Self::next_step(state) {
+                    Step::Read => state.stream.text_chant(config, key).map(|_| Step::Read),
+                    other => Ok(other),
+                };
             }
-            if let (true, Stream::Text(chant)) = (reading, &mut state.stream) {
-                if let Some(event) = chant.feed_text(input) {
-                    outcome = Ok(Some(Found::Text(event)));
-                    reading = false;
+            if let (Ok(Step::Read), Stream::Text(chant)) = (&outcome, &mut state.stream) {
+                if chant.feed_text(input).is_some() {
+                    outcome = Ok(Step::Deliver);
                 }
             }
         })?;
-        self.deliver(py, outcome?)
+        match outcome? {
+            Step::Deliver => self.deliver(py),
+            Step::Read | Step::Ignore => Ok(None),
+        }
     }
 
     /// Feed a 1-D numpy array of token ids (int32, int64 or uint32), read without copying
@@ -468,15 +490,14 @@ impl ChantEngine {
                 array.ndim()
             )));
         }
-        let found = {
+        let step = {
             // Locked before the array is read: waiting for the lock releases the interpreter,
             // and another thread could resize the array meanwhile.
             let mut state = lock(py, &self.state);
-            match Self::undelivered(&state) {
-                Some(found) => found,
-                None => {
+            match Self::next_step(&state) {
+                Step::Read => {
                     let chant = state.stream.token_chant(self.config, self.key)?;
-                    let event = if let Ok(a) = array.cast::<PyArray1<i32>>() {
+                    let found = if let Ok(a) = array.cast::<PyArray1<i32>>() {
                         scan_tokens(py, a, chant, |t| Token(i64::from(t) as u64))?
                     } else if let Ok(a) = array.cast::<PyArray1<i64>>() {
                         scan_tokens(py, a, chant, |t| Token(t as u64))?
@@ -488,11 +509,19 @@ impl ChantEngine {
                             array.dtype()
                         )));
                     };
-                    event.map(Found::Tokens)
+                    if found.is_some() {
+                        Step::Deliver
+                    } else {
+                        Step::Read
+                    }
                 }
+                other => other,
             }
         };
-        self.deliver(py, found)
+        match step {
+            Step::Deliver => self.deliver(py),
+            Step::Read | Step::Ignore => Ok(None),
+        }
     }
 
     /// Forget the stream (text or tokens) and any chant found; start afresh.
@@ -518,14 +547,7 @@ impl ChantEngine {
     /// The chant found since creation or `reset()`, or None.
     #[getter]
     fn event(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let found = {
-            let state = lock(py, &self.state);
-            if let Some(event) = &state.event {
-                return Ok(Some(event.clone_ref(py)));
-            }
-            state.stream.found()
-        };
-        self.deliver(py, found)?;
+        self.deliver(py)?;
         Ok(lock(py, &self.state).event.as_ref().map(|e| e.clone_ref(py)))
     }
 
