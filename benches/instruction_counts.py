@@ -1,0 +1,101 @@
+"""Instruction counts of the hot paths under ``valgrind --tool=callgrind``: stable where wall
+time drifts (the same binary, input and environment give the same count on a busy machine).
+
+Each measure runs a scenario twice in a fresh interpreter, with N operations and with none,
+and reports (total(N) - total(0)) / N: the cost of one operation, the caller's loop included.
+Both runs first do a few operations (so one-time costs, such as importing ``logging`` for the
+first loop episode's warning, fall on both), and ``PYTHONHASHSEED=0`` keeps dict layouts, and
+so lookup costs, the same from run to run.
+
+    python benches/instruction_counts.py            # every measure
+    python benches/instruction_counts.py tool chant # some of them
+
+Needs valgrind and an installed doomloop (the release build: ``maturin develop --release`` or
+the wheel).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+# name: (what one operation is, operations per N, N, setup, loop body run N times)
+SCENARIOS = {
+    "session": (
+        "record_action + is_doom_loop",
+        1,
+        20_000,
+        "d = doomloop.DoomLoopDetector(); d.start_session(); rec, chk = d.record_action, d.is_doom_loop\n"
+        "args = {'path': 'a.py', 'line': 3}",
+        "rec('read', args, 'ok', True); chk()",
+    ),
+    "tool": (
+        "before_tool_call + after_tool_call (1,000 distinct params, no loop)",
+        1,
+        20_000,
+        "d = doomloop.ToolLoopDetector(); before, after = d.before_tool_call, d.after_tool_call\n"
+        "pool = [{'command': f'ls {i}', 'cwd': '/w', 'timeout': 30} for i in range(1000)]\n"
+        "result = {'content': [{'type': 'text', 'text': 'a.py b.py'}], 'details': {'status': 'completed', 'exitCode': 0}}",
+        "params = pool[i % 1000]; before('read', params); after('read', params, result=result)",
+    ),
+    "chant": (
+        "feed, per character of a 1.9 MB chunk",
+        1_930_000,
+        2,
+        "import random\n"
+        "rng = random.Random(1)\n"
+        "words = ['the', 'model', 'agent', 'tool', 'call', 'file', 'read', 'write', 'loop', 'test']\n"
+        "text = ' '.join(f'{rng.choice(words)}{rng.randrange(10**6)}' for _ in range(200_000))\n"
+        "d = doomloop.ChantDetector()",
+        "d.reset(); d.feed(text)",
+    ),
+    "token": (
+        "feed of one token-sized chunk",
+        1000,
+        5,
+        "d = doomloop.ChantDetector(); feed = d.feed; pieces = [f'tok{i} ' for i in range(1000)]",
+        "[feed(p) for p in pieces]; d.reset()",
+    ),
+    "import": ("import doomloop", 1, 1, "", ""),
+}
+
+
+def _count(code: str) -> int:
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "callgrind.out")
+        run = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+            check=True,
+        )
+    found = re.search(r"Collected : (\d+)", run.stderr)
+    if found is None:
+        raise RuntimeError(f"valgrind printed no count:\n{run.stderr}")
+    return int(found[1])
+
+
+def measure(name: str) -> float:
+    """Instructions per operation of one scenario."""
+    _, per_n, n, setup, body = SCENARIOS[name]
+    if name == "import":
+        return float(_count("import doomloop") - _count("pass"))
+
+    def script(repeats: int) -> str:
+        loop = f"for i in range({{}}):\n    {body}\n"
+        return f"import doomloop\n{setup}\n{loop.format(3)}{loop.format(repeats)}"
+
+    return (_count(script(n)) - _count(script(0))) / (n * per_n)
+
+
+def main(names: list[str]) -> None:
+    for name in names or list(SCENARIOS):
+        print(f"{name:8} {measure(name):>14,.1f}  instructions per {SCENARIOS[name][0]}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
