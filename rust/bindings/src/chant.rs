@@ -31,6 +31,10 @@ const COPY_THRESHOLD: usize = 1024;
 /// interpreter is held for one piece's copy at a time, never for a whole chunk.
 const PIECE: usize = 1 << 20;
 
+/// Largest code-point buffer a thread keeps between feeds (256 KiB: a 64 KiB chunk fits); a
+/// longer chunk's buffer (at most one piece, 4 MiB) is freed after its feed.
+const KEEP_BUFFER: usize = 1 << 16;
+
 /// Characters (or tokens) of the repeated window kept in an event.
 const DISPLAY: usize = 120;
 
@@ -114,8 +118,10 @@ pub(crate) fn scan_text<T: Send>(
     };
     buffer.resize(PIECE.min(length), 0);
     let scanned = scan_code_points(string, length, &mut buffer, state, &mut scan);
-    // Put it back (a no-op if the thread is exiting).
-    let _ = CODE_POINTS.try_with(|cell| cell.try_borrow_mut().map(|mut kept| *kept = buffer));
+    if buffer.capacity() <= KEEP_BUFFER {
+        // Put it back (a no-op if the thread is exiting).
+        let _ = CODE_POINTS.try_with(|cell| cell.try_borrow_mut().map(|mut kept| *kept = buffer));
+    }
     scanned
 }
 
