@@ -289,7 +289,7 @@ fuzz_target!(|input: Input| {
                             .map(|kv| tagged(b'P', &le(&[kv[0], kv.get(1).copied().unwrap_or(none)])))
                             .collect();
                         pairs.sort_unstable();
-                        if ds.len() % 2 == 0 && pairs.len() <= fp::SMALL_MAP_ENTRIES {
+                        if ds.len().is_multiple_of(2) && pairs.len() <= fp::SMALL_MAP_ENTRIES {
                             let entries: Vec<(u64, u64)> = ds.chunks_exact(2).map(|kv| (kv[0], kv[1])).collect();
                             let expected = tagged(b'D', &le(&pairs));
                             assert_eq!(fp::hash_map_entries(&entries), Some(expected));

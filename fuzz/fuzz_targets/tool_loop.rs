@@ -202,7 +202,7 @@ impl Model {
                 let other = h.iter().rev().skip(1).map(|r| r.id).find(|&id| id != last.id);
                 let mut tail = 0usize;
                 for r in h.iter().rev() {
-                    let expected = if tail % 2 == 0 { Some(last.id) } else { other };
+                    let expected = if tail.is_multiple_of(2) { Some(last.id) } else { other };
                     if Some(r.id) != expected {
                         break;
                     }

@@ -143,7 +143,7 @@ pub fn model(
 fn event(s: &[u64], i: usize, w: usize, gap: usize, count: u64, history: u64) -> Event {
     let first = i + 1 - w - (count as usize - 1) * gap;
     let period = if count >= 2 {
-        (1..=gap).find(|&q| gap % q == 0 && periodic(s, first, i, q))
+        (1..=gap).find(|&q| gap.is_multiple_of(q) && periodic(s, first, i, q))
     } else {
         None
     };
@@ -204,7 +204,7 @@ pub fn check_sound(s: &[u64], blank: &dyn Fn(u64) -> bool, config: &ChantConfig,
                 "the reported span does not repeat: {e:?}"
             );
             // q is the smallest period dividing the gap, so no proper divisor of q is one.
-            for d in (1..q).filter(|d| q % d == 0) {
+            for d in (1..q).filter(|&d| q.is_multiple_of(d)) {
                 assert!(
                     !periodic(s, start, end - 1, d),
                     "period {q} is not the smallest ({d}): {e:?}"
@@ -245,7 +245,7 @@ pub fn guaranteed(
     let unit = &body[..p];
     let at = |o: usize| unit[o % p];
     // Primitive unit: no smaller period of the cycle.
-    if (1..p).any(|d| p % d == 0 && (0..p).all(|o| at(o) == at(o + d))) {
+    if (1..p).any(|d| p.is_multiple_of(d) && (0..p).all(|o| at(o) == at(o + d))) {
         return None;
     }
     let windows: Vec<Vec<u64>> = (0..p).map(|o| (o..o + w).map(at).collect()).collect();
