@@ -76,7 +76,7 @@ class LoopHealthResult:
 
     def plot(self, path: Union[str, os.PathLike[str]]) -> pathlib.Path:
         """Save a PNG of the loop (see :func:`doomloop.eval.plot_loop_health`); needs
-        ``pip install "doomloop[plot]"``."""
+        ``pip install "matplotlib>=3.7"``."""
         from .plot import plot_loop_health
 
         return plot_loop_health(self, path)

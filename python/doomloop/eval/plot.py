@@ -1,6 +1,6 @@
 """A picture of a loop: score per iteration, the threshold, convergence and guard events.
 
-Needs matplotlib (``pip install "doomloop[plot]"``). Only matplotlib's object-oriented API
+Needs matplotlib (the ``plot`` extra, or ``pip install "matplotlib>=3.7"``). Only matplotlib's object-oriented API
 and its Agg canvas are used, never ``pyplot``, so plotting changes no global backend and
 opens no window.
 """
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["INSTALL_HINT", "plot_loop_health"]
 
-INSTALL_HINT = 'pip install "doomloop[plot]"'
+INSTALL_HINT = 'pip install "matplotlib>=3.7" (the plot extra)'
 """How to get the plotting dependency; named in the ImportError when it is missing."""
 
 # Above this many iterations the per-point markers would only blur the line.
@@ -34,7 +34,7 @@ def plot_loop_health(result: LoopHealthResult, path: Union[str, os.PathLike[str]
     counted in a note under the plot.
 
     Raises:
-        ImportError: matplotlib is not installed (the message says ``pip install "doomloop[plot]"``).
+        ImportError: matplotlib is not installed (the message says how to install it).
         ValueError: ``result.metadata`` lacks the score history (results from
             :meth:`LoopEvaluator.run` carry it).
     """
