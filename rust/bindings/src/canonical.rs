@@ -14,7 +14,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use doomloop_engine::fingerprint::{self as fp, Canon};
-use pyo3::exceptions::PyValueError;
+
+use crate::chant::{is_ascii, str_length, substring};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -741,9 +742,8 @@ pub fn is_huge_negative(int: &Bound<'_, PyInt>) -> bool {
 
 fn str_digest(string: &Bound<'_, PyString>) -> u64 {
     let py = string.py();
-    // SAFETY: `string` is a live str; PyUnicode_GetLength only reads it.
-    let length = usize::try_from(unsafe { ffi::PyUnicode_GetLength(string.as_ptr()) }).unwrap_or(0);
-    if length >= STR_PIECE && !crate::chant::is_ascii(string).unwrap_or(true) {
+    let length = str_length(string).unwrap_or(0);
+    if length >= STR_PIECE && !is_ascii(string).unwrap_or(true) {
         return long_str_digest(string, length).unwrap_or_else(|_| fp::hash_opaque(b"builtins.str"));
     }
     match string.to_str() {
@@ -764,13 +764,7 @@ fn long_str_digest(string: &Bound<'_, PyString>, length: usize) -> PyResult<u64>
     let mut start = 0;
     while start < length {
         let end = length.min(start + STR_PIECE);
-        let (Ok(from), Ok(to)) = (isize::try_from(start), isize::try_from(end)) else {
-            return Err(PyValueError::new_err("text is too long"));
-        };
-        // SAFETY: `string` is a live str and `from..to` lies within its length; the call
-        // returns a new reference or NULL with an exception set.
-        let piece = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_Substring(string.as_ptr(), from, to))? };
-        let encoded = surrogatepass(piece.cast::<PyString>()?)?;
+        let encoded = surrogatepass(&substring(string, start, end)?)?;
         let bytes = encoded.as_bytes();
         // Between pieces other threads may run (the bytes object is immutable and held).
         py.detach(|| hasher.update(bytes));

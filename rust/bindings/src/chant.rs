@@ -18,6 +18,8 @@ use pyo3::sync::{MutexExt, PyOnceLock};
 use pyo3::types::{PyDict, PyIterator, PyString, PyTuple};
 use pyo3::{ffi, intern};
 
+use crate::tool_results::type_name;
+
 /// Chunks at least this long (bytes of a str read as ASCII or UTF-8, code points of one copied
 /// out as code points, or tokens) are scanned with the interpreter lock released.
 pub const CHANT_DETACH_THRESHOLD: usize = 1 << 14;
@@ -157,7 +159,7 @@ fn scan_code_points<T: Send>(
 
 /// The str's length in code points, read from the object (a subclass's `__len__` is not
 /// asked).
-fn str_length(string: &Bound<'_, PyString>) -> PyResult<usize> {
+pub(crate) fn str_length(string: &Bound<'_, PyString>) -> PyResult<usize> {
     // SAFETY: `string` is a live str (checked by the cast); PyUnicode_GetLength only reads it
     // and returns -1 with an exception set on failure.
     let length = unsafe { ffi::PyUnicode_GetLength(string.as_ptr()) };
@@ -177,6 +179,22 @@ pub(crate) fn is_ascii(string: &Bound<'_, PyString>) -> PyResult<bool> {
     isascii.bind(py).call1((string,))?.is_truthy()
 }
 
+/// Code points `start..end` of a str (within its length), as a new str.
+pub(crate) fn substring<'py>(
+    string: &Bound<'py, PyString>,
+    start: usize,
+    end: usize,
+) -> PyResult<Bound<'py, PyString>> {
+    let (Ok(from), Ok(to)) = (isize::try_from(start), isize::try_from(end)) else {
+        return Err(PyValueError::new_err("text is too long"));
+    };
+    // SAFETY: `string` is a live str and `from..to` lies within its length; the call returns a
+    // new reference (a str of exactly `to - from` code points) or NULL with an exception set.
+    let piece =
+        unsafe { Bound::from_owned_ptr_or_err(string.py(), ffi::PyUnicode_Substring(string.as_ptr(), from, to))? };
+    Ok(piece.cast_into::<PyString>()?)
+}
+
 /// Code points `start..end` of a str (`whole`: all of it), lone surrogates included, copied
 /// into `buffer` (which holds at least `end - start`).
 fn copy_code_points<'b>(
@@ -192,16 +210,9 @@ fn copy_code_points<'b>(
         .ok_or_else(|| PyValueError::new_err("text piece larger than its buffer"))?;
     let size = isize::try_from(target.len()).map_err(|_| PyValueError::new_err("text is too long"))?;
     let piece = if whole {
-        string.clone().into_any()
+        string.clone()
     } else {
-        let (from, to) = (isize::try_from(start), isize::try_from(end));
-        let (Ok(from), Ok(to)) = (from, to) else {
-            return Err(PyValueError::new_err("text is too long"));
-        };
-        // SAFETY: `string` is a live str and `from..to` lies within its length; the call
-        // returns a new reference (a str of exactly `to - from` code points) or NULL with an
-        // exception set.
-        unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_Substring(string.as_ptr(), from, to))? }
+        substring(string, start, end)?
     };
     // SAFETY: `piece` is a str of `size` code points and `target` holds `size`; CPython writes
     // at most that many (no terminator with copy_null = 0) and returns NULL, with an exception
@@ -211,13 +222,6 @@ fn copy_code_points<'b>(
         return Err(PyErr::fetch(py));
     }
     Ok(target)
-}
-
-fn type_name(value: &Bound<'_, PyAny>) -> String {
-    value
-        .get_type()
-        .name()
-        .map_or_else(|_| "an unknown type".to_owned(), |n| n.to_string())
 }
 
 /// Which kind of stream a detector has been fed since it was created or reset.

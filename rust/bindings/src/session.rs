@@ -17,6 +17,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
 
 use crate::canonical::{fingerprint, fingerprint_str, is_huge_negative};
 use crate::chant::{lock, scan_text};
+use crate::tool_results::type_name;
 
 /// Action types kept for `DoomLoopEvent.action_history`.
 const RECENT_TYPES: usize = 10;
@@ -135,10 +136,7 @@ fn seconds(value: &Bound<'_, PyAny>) -> PyResult<f64> {
         ))),
         None => Err(PyTypeError::new_err(format!(
             "duration must be an int or float number of seconds, got {}",
-            value
-                .get_type()
-                .name()
-                .map_or_else(|_| "an unknown type".to_owned(), |n| n.to_string())
+            type_name(value)
         ))),
     }
 }
