@@ -27,8 +27,9 @@ __all__ = [
     "ToolLoopEngine",
     "ToolOutcome",
     "__version__",
-    "check_session_config",
+    "check_settings",
     "fingerprint",
+    "settings_of",
     "tool_result_hash",
 ]
 __version__: str
@@ -43,12 +44,28 @@ further ones hash as the "too deep" marker."""
 def fingerprint(value: object, /) -> int:
     """The canonical 64-bit fingerprint of ``value`` (see docs/fingerprint.md). Never raises."""
 
+def settings_of(owner: str, /) -> Tuple[Tuple[str, Any, Any, Any], ...]:
+    """The engine's settings of a config class (``"DoomLoopConfig"``, ``"LoopDetectionConfig"``,
+    ``"PostCompactionGuard"``): ``(name, default, minimum, maximum)`` each, in constructor
+    order (bounds None for switches)."""
+
+def check_settings(owner: str, values: Tuple[Any, ...], /) -> Tuple[Any, ...]:
+    """``values`` (one per setting of ``owner``, in order) checked: TypeError for a value of
+    the wrong type, :class:`doomloop.ConfigError` for one out of range (naming the setting and
+    its range, and the joint limits of the output settings); the values as the engine holds
+    them otherwise."""
+
 @disjoint_base
 class SessionEngine:
     """Rust state behind :class:`doomloop.DoomLoopDetector` (use that class)."""
 
     def __new__(
-        cls, config: Any, *, clock: Optional[Callable[[], float]] = None, _on_episode: Optional[Callable[[str], object]] = None
+        cls,
+        settings: Tuple[Any, ...],
+        /,
+        *,
+        clock: Optional[Callable[[], float]] = None,
+        _on_episode: Optional[Callable[[str], object]] = None,
     ) -> Self: ...
     def start_session(self) -> None:
         """Start the clock and clear history, markers, plan states, attempts, events, backoff."""
@@ -103,10 +120,6 @@ MAX_CYCLE_PERIOD: int
 """Largest ``DoomLoopConfig.max_cycle_period`` (64)."""
 MAX_CYCLE_REPEATS: int
 """Largest ``DoomLoopConfig.min_cycle_repeats`` (1024)."""
-
-def check_session_config(config: Any, /) -> None:
-    """Raise ValueError, naming the setting and its range, if the engine cannot honour this
-    ``DoomLoopConfig`` (its output settings' joint limits)."""
 
 MAX_GUARD_WINDOW: int
 """Largest post-compaction guard window accepted."""
@@ -198,19 +211,9 @@ class ToolLoopEngine:
 
     def __new__(
         cls,
+        settings: Tuple[Any, ...],
+        /,
         *,
-        history_size: int,
-        warning_threshold: int,
-        critical_threshold: int,
-        unknown_tool_threshold: int,
-        global_circuit_breaker_threshold: int,
-        generic_repeat: bool,
-        known_poll_no_progress: bool,
-        ping_pong: bool,
-        detect: bool,
-        record_calls: bool,
-        guard_enabled: bool,
-        guard_window_size: int,
         tool_aliases: Optional[dict[str, str]] = None,
         known_poll_tools: Optional[Iterable[str]] = None,
         volatile_keys: Optional[Iterable[str]] = None,
@@ -258,6 +261,9 @@ class ToolLoopEngine:
     @property
     def _warning_keys(self) -> int: ...
     @property
+    def _setting_fixes(self) -> list[str]:
+        """How the thresholds were reordered at construction (empty when they were ordered)."""
+    @property
     def guard_remaining(self) -> int:
         """Guard attempts left in the armed window (0: not armed)."""
     def _state_size(self) -> int:
@@ -267,7 +273,7 @@ class ToolLoopEngine:
 class GuardEngine:
     """Rust state behind :class:`doomloop.PostCompactionGuard` (use that class)."""
 
-    def __new__(cls, window_size: int = 3) -> Self: ...
+    def __new__(cls, window_size: Optional[int] = None) -> Self: ...
     def observe(
         self, tool: str, params: Optional[Mapping[str, Any]], *, result: Any = None, error: Union[BaseException, str, None] = None
     ) -> Optional[GuardVerdict]:

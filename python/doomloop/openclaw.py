@@ -9,36 +9,35 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import _log, _validate
-from ._core import MAX_GUARD_WINDOW, MAX_HISTORY_SIZE, MAX_THRESHOLD
+from ._core import settings_of
 from .errors import ConfigError
 
 __all__ = ["config_values", "normalize_agent_id", "resolve_openclaw_block", "to_block"]
 
-# OpenClaw key -> (snake_case field, default); the number fields.
-_NUMBERS: Dict[str, Tuple[str, int]] = {
-    "historySize": ("history_size", 30),
-    "warningThreshold": ("warning_threshold", 10),
-    "criticalThreshold": ("critical_threshold", 20),
-    "unknownToolThreshold": ("unknown_tool_threshold", 10),
-    "globalCircuitBreakerThreshold": ("global_circuit_breaker_threshold", 30),
+# The engine's settings of LoopDetectionConfig: (default, largest accepted) by field.
+_SETTINGS = {name: (default, maximum) for name, default, _, maximum in settings_of("LoopDetectionConfig")}
+# OpenClaw key -> snake_case field; the number fields.
+_NUMBERS: Dict[str, str] = {
+    "historySize": "history_size",
+    "warningThreshold": "warning_threshold",
+    "criticalThreshold": "critical_threshold",
+    "unknownToolThreshold": "unknown_tool_threshold",
+    "globalCircuitBreakerThreshold": "global_circuit_breaker_threshold",
 }
 _DETECTORS: Dict[str, str] = {
     "genericRepeat": "generic_repeat",
     "knownPollNoProgress": "known_poll_no_progress",
     "pingPong": "ping_pong",
 }
-_GUARD_KEYS = {"windowSize"}
+_GUARD_KEYS = {"windowSize": "post_compaction_window_size"}
 _BLOCK_KEYS = {"enabled", "detectors", "postCompactionGuard", *_NUMBERS}
 # Pairs that must be strictly increasing where a block gives both.
 _ORDERED = (
     ("warningThreshold", "criticalThreshold"),
     ("criticalThreshold", "globalCircuitBreakerThreshold"),
 )
-_CAPS = {
-    "historySize": MAX_HISTORY_SIZE,
-    "windowSize": MAX_GUARD_WINDOW,
-    **{key: MAX_THRESHOLD for key in _NUMBERS if key != "historySize"},
-}
+# OpenClaw key -> the engine's cap of its field.
+_CAPS: Dict[str, int] = {key: _SETTINGS[name][1] for key, name in {**_NUMBERS, **_GUARD_KEYS}.items()}
 
 
 def normalize_agent_id(agent_id: Optional[str]) -> str:
@@ -267,17 +266,16 @@ def _block_values(block: Mapping[str, Any]) -> Dict[str, Any]:
         _log.warning("loop-detection config: %s.enabled must be true or false, got %r; treated as unset", path, enabled)
         enabled = None
     values: Dict[str, Any] = {"enabled": enabled}
-    for key, (name, default) in _NUMBERS.items():
-        values[name] = _lenient_number(f"{path}.{key}", key, block.get(key), default)
+    for key, name in _NUMBERS.items():
+        values[name] = _lenient_number(f"{path}.{key}", key, block.get(key), _SETTINGS[name][0])
     detectors = block.get("detectors")
     detectors = detectors if isinstance(detectors, Mapping) else {}
     for key, name in _DETECTORS.items():
-        values[name] = _lenient_bool(f"{path}.detectors.{key}", detectors.get(key), True)
+        values[name] = _lenient_bool(f"{path}.detectors.{key}", detectors.get(key), _SETTINGS[name][0])
     guard = block.get("postCompactionGuard")
     guard = guard if isinstance(guard, Mapping) else {}
-    values["post_compaction_window_size"] = _lenient_number(
-        f"{path}.postCompactionGuard.windowSize", "windowSize", guard.get("windowSize"), 3
-    )
+    for key, name in _GUARD_KEYS.items():
+        values[name] = _lenient_number(f"{path}.postCompactionGuard.{key}", key, guard.get(key), _SETTINGS[name][0])
     return values
 
 
@@ -286,12 +284,8 @@ def to_block(values: Mapping[str, Any]) -> Dict[str, Any]:
     out when unset)."""
     enabled = values["enabled"]
     block: Dict[str, Any] = {} if enabled is None else {"enabled": enabled}
-    for key, (name, _) in _NUMBERS.items():
+    for key, name in _NUMBERS.items():
         block[key] = values[name]
     block["detectors"] = {key: values[name] for key, name in _DETECTORS.items()}
-    block["postCompactionGuard"] = {"windowSize": values["post_compaction_window_size"]}
+    block["postCompactionGuard"] = {key: values[name] for key, name in _GUARD_KEYS.items()}
     return block
-
-
-FIELD_CAPS = {name: _CAPS[key] for key, (name, _) in _NUMBERS.items()}
-"""The largest value of each number field (OpenClaw's caps, the engine's ranges)."""

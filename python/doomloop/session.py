@@ -15,6 +15,9 @@ from ._core import SessionEngine
 from .enums import DoomLoopType, RecoveryAction
 from .session_config import DoomLoopConfig
 
+# Configs are immutable: every default detector shares one.
+_DEFAULT_CONFIG = DoomLoopConfig()
+
 # Not `typing.TYPE_CHECKING`: importing typing would double the cost of `import doomloop`
 # (type checkers treat any constant of this name the same way).
 TYPE_CHECKING = False
@@ -95,10 +98,10 @@ class DoomLoopDetector(SessionEngine):
 
     def __new__(cls, config: Optional[DoomLoopConfig] = None, *, clock: Optional[Callable[[], float]] = None) -> DoomLoopDetector:
         if config is None:
-            config = DoomLoopConfig()
+            config = _DEFAULT_CONFIG
         elif not isinstance(config, DoomLoopConfig):
             raise TypeError(f"config must be a DoomLoopConfig or None, got {type(config).__name__}")
-        self = super().__new__(cls, config, clock=clock, _on_episode=_log_episode)
+        self = super().__new__(cls, config._values, clock=clock, _on_episode=_log_episode)
         self.config = config
         return self
 

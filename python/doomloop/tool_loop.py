@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from . import _log, _validate
+from . import _log
 from ._core import (
     COMPACTION_DETECTOR,
-    MAX_GUARD_WINDOW,
     GuardEngine,
     GuardVerdict,
     LoopVerdict,
@@ -37,7 +36,7 @@ __all__ = [
     "tool_result_hash",
 ]
 
-_CONFIG_FIELDS = frozenset(LoopDetectionConfig.__dataclass_fields__)
+_CONFIG_FIELDS = frozenset(LoopDetectionConfig.__slots__)
 _EXTENSIONS = frozenset({"tool_aliases", "known_poll_tools", "volatile_keys", "normalisers", "send_like"})
 
 
@@ -142,9 +141,9 @@ class ToolLoopDetector(ToolLoopEngine):
             config = config.replace(**fields)
         extensions = {k: v for k, v in options.items() if k in _EXTENSIONS}
         on_compaction_loop = _raise_compaction_loop if raise_on_compaction_loop else _log_compaction_loop
-        self = super().__new__(
-            cls, **config.engine_settings(), **extensions, _on_loop=_log_decision, _on_compaction_loop=on_compaction_loop
-        )
+        self = super().__new__(cls, config._values, **extensions, _on_loop=_log_decision, _on_compaction_loop=on_compaction_loop)
+        for fix in self._setting_fixes:
+            _log.warning("loop detection: %s", fix)
         self.config = config
         self.raise_on_compaction_loop = raise_on_compaction_loop
         return self
@@ -185,8 +184,7 @@ class PostCompactionGuard(GuardEngine):
 
     __slots__ = ()
 
-    def __new__(cls, window_size: int = 3) -> PostCompactionGuard:
-        _validate.positive_int("PostCompactionGuard", "window_size", window_size, maximum=MAX_GUARD_WINDOW)
+    def __new__(cls, window_size: Optional[int] = None) -> PostCompactionGuard:
         return super().__new__(cls, window_size)
 
     def arm(self) -> int:

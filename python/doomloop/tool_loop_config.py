@@ -3,20 +3,17 @@ OpenClaw's ``tools.loopDetection`` block is :mod:`doomloop.openclaw`'s)."""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional
 
-from . import _log, _validate, openclaw
-from ._core import MAX_GUARD_WINDOW
+from . import _validate, openclaw
+from ._settings import Settings, defaults
 
 __all__ = ["LoopDetectionConfig"]
 
-_OWNER = "LoopDetectionConfig"
+_D = defaults("LoopDetectionConfig")
 
 
-@dataclass(frozen=True)
-class LoopDetectionConfig:
+class LoopDetectionConfig(Settings):
     """Settings of :class:`doomloop.ToolLoopDetector` (OpenClaw's ``tools.loopDetection``).
 
     ``enabled`` is tri-state, as in OpenClaw: ``True`` runs the detectors; ``None`` (no
@@ -25,27 +22,52 @@ class LoopDetectionConfig:
     A Python-native config defaults to ``True``; :meth:`from_openclaw` keeps OpenClaw's
     default (unset). Thresholds need not be ordered here: at run time ``critical`` is raised
     to ``warning + 1`` and ``global`` to ``critical + 1`` where needed, with a logged warning.
+
+    Immutable, compared, hashed, pickled and copied by value. A value of the wrong type
+    raises ``TypeError`` and one out of range :class:`~doomloop.ConfigError` (a
+    ``ValueError``), naming the field and its range; the defaults and ranges are the
+    engine's (listed in docs/tool-loop.md).
     """
 
-    enabled: Optional[bool] = True
-    history_size: int = 30
-    warning_threshold: int = 10
-    critical_threshold: int = 20
-    unknown_tool_threshold: int = 10
-    global_circuit_breaker_threshold: int = 30
-    generic_repeat: bool = True
-    known_poll_no_progress: bool = True
-    ping_pong: bool = True
-    post_compaction_window_size: int = 3
+    _OWNER = "LoopDetectionConfig"
+    __slots__ = tuple(_D)
 
-    def __post_init__(self) -> None:
-        if self.enabled is not None:
-            _validate.boolean(_OWNER, "enabled", self.enabled)
-        for name, cap in openclaw.FIELD_CAPS.items():
-            _validate.positive_int(_OWNER, name, getattr(self, name), maximum=cap)
-        _validate.positive_int(_OWNER, "post_compaction_window_size", self.post_compaction_window_size, maximum=MAX_GUARD_WINDOW)
-        for name in ("generic_repeat", "known_poll_no_progress", "ping_pong"):
-            _validate.boolean(_OWNER, name, getattr(self, name))
+    enabled: Optional[bool]
+    history_size: int
+    warning_threshold: int
+    critical_threshold: int
+    unknown_tool_threshold: int
+    global_circuit_breaker_threshold: int
+    generic_repeat: bool
+    known_poll_no_progress: bool
+    ping_pong: bool
+    post_compaction_window_size: int
+
+    def __init__(
+        self,
+        enabled: Optional[bool] = _D["enabled"],
+        history_size: int = _D["history_size"],
+        warning_threshold: int = _D["warning_threshold"],
+        critical_threshold: int = _D["critical_threshold"],
+        unknown_tool_threshold: int = _D["unknown_tool_threshold"],
+        global_circuit_breaker_threshold: int = _D["global_circuit_breaker_threshold"],
+        generic_repeat: bool = _D["generic_repeat"],
+        known_poll_no_progress: bool = _D["known_poll_no_progress"],
+        ping_pong: bool = _D["ping_pong"],
+        post_compaction_window_size: int = _D["post_compaction_window_size"],
+    ) -> None:
+        self._set_all(
+            enabled,
+            history_size,
+            warning_threshold,
+            critical_threshold,
+            unknown_tool_threshold,
+            global_circuit_breaker_threshold,
+            generic_repeat,
+            known_poll_no_progress,
+            ping_pong,
+            post_compaction_window_size,
+        )
 
     @classmethod
     def from_openclaw(
@@ -67,42 +89,4 @@ class LoopDetectionConfig:
 
     def to_openclaw(self) -> Dict[str, Any]:
         """The equivalent OpenClaw ``loopDetection`` block (``enabled`` left out when unset)."""
-        return openclaw.to_block(dataclasses.asdict(self))
-
-    def replace(self, **changes: Any) -> LoopDetectionConfig:
-        """A copy with ``changes`` applied (validated)."""
-        return dataclasses.replace(self, **changes)
-
-    def engine_settings(self) -> Dict[str, Any]:
-        """The resolved run-time settings: thresholds ordered as OpenClaw's run time orders
-        them (``critical > warning``, ``global > critical``; each fix is logged)."""
-        warning = self.warning_threshold
-        critical = self.critical_threshold
-        breaker = self.global_circuit_breaker_threshold
-        if critical <= warning:
-            _log.warning(
-                "loop detection: critical_threshold %d <= warning_threshold %d; using %d", critical, warning, warning + 1
-            )
-            critical = warning + 1
-        if breaker <= critical:
-            _log.warning(
-                "loop detection: global_circuit_breaker_threshold %d <= critical_threshold %d; using %d",
-                breaker,
-                critical,
-                critical + 1,
-            )
-            breaker = critical + 1
-        return {
-            "history_size": self.history_size,
-            "warning_threshold": warning,
-            "critical_threshold": critical,
-            "unknown_tool_threshold": self.unknown_tool_threshold,
-            "global_circuit_breaker_threshold": breaker,
-            "generic_repeat": self.generic_repeat,
-            "known_poll_no_progress": self.known_poll_no_progress,
-            "ping_pong": self.ping_pong,
-            "detect": self.enabled is True,
-            "record_calls": self.enabled is not False,
-            "guard_enabled": self.enabled is not False,
-            "guard_window_size": self.post_compaction_window_size,
-        }
+        return openclaw.to_block(self.as_dict())

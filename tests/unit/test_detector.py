@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from doomloop import DoomLoopConfig, DoomLoopDetector, DoomLoopEvent, DoomLoopType, RecoveryAction
+from doomloop import ConfigError, DoomLoopConfig, DoomLoopDetector, DoomLoopEvent, DoomLoopType, RecoveryAction
 from support import FakeClock
 
 
@@ -321,18 +321,18 @@ def test_config_validation_names_the_field(field: str, value: Any, error: type) 
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"content_chunk_size": 100_000}, r"DoomLoopConfig\.content_chunk_size must be in 1\.\.=64535, got 100000"),
+        ({"content_chunk_size": 100_000}, r"DoomLoopConfig\.content_chunk_size: must be in 1\.\.=64535, got 100000"),
         (
             {"max_repeated_chunks": 5000},
-            r"DoomLoopConfig\.max_repeated_chunks must be in 1\.\.=1996 with content_chunk_size=50, got 5000",
+            r"DoomLoopConfig\.max_repeated_chunks: must be in 1\.\.=1996 with content_chunk_size=50, got 5000",
         ),
-        ({"max_cycle_period": 100}, r"DoomLoopConfig\.max_cycle_period must be <= 64, got 100"),
+        ({"max_cycle_period": 100}, r"DoomLoopConfig\.max_cycle_period: must be <= 64, got 100"),
     ],
 )
 def test_output_and_cycle_settings_beyond_the_engine_are_rejected(fields: dict[str, int], message: str) -> None:
     # Valid as ints, but beyond the engine: refused when the config is built, naming only
     # settings the caller can set (never clamped, as a cycle period of 100 once was).
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ConfigError, match=message):
         DoomLoopConfig(**fields)
     assert DoomLoopConfig(max_cycle_period=64, min_cycle_repeats=1024).max_cycle_period == 64
 
@@ -340,6 +340,53 @@ def test_output_and_cycle_settings_beyond_the_engine_are_rejected(fields: dict[s
 def test_config_is_frozen() -> None:
     with pytest.raises(AttributeError):
         DoomLoopConfig().max_identical_actions = 9
+
+
+def test_config_defaults_are_praisonai_documented_ones() -> None:
+    # Written out by hand from upstream's documentation (the engine's table is what is tested).
+    assert DoomLoopConfig().as_dict() == {
+        "max_identical_actions": 3,
+        "max_similar_actions": 5,
+        "max_consecutive_failures": 3,
+        "max_no_progress_steps": 5,
+        "similarity_threshold": 0.85,
+        "max_time_per_action": 60.0,
+        "max_total_time": 300.0,
+        "enable_auto_recovery": True,
+        "max_recovery_attempts": 2,
+        "escalate_on_loop": True,
+        "initial_backoff": 1.0,
+        "backoff_multiplier": 2.0,
+        "max_backoff": 30.0,
+        "max_repeated_chunks": 8,
+        "content_chunk_size": 50,
+        "detect_cycles": True,
+        "max_cycle_period": 4,
+        "min_cycle_repeats": 3,
+    }
+    assert repr(DoomLoopConfig()) == "DoomLoopConfig()"
+    assert repr(DoomLoopConfig(max_identical_actions=4)) == "DoomLoopConfig(max_identical_actions=4)"
+
+
+def test_config_copies_and_pickles_by_value() -> None:
+    import copy
+    import pickle
+
+    config = DoomLoopConfig(max_identical_actions=7, initial_backoff=2)
+    for twin in (copy.copy(config), copy.deepcopy(config), pickle.loads(pickle.dumps(config))):
+        assert twin == config and hash(twin) == hash(config) and twin is not config
+        assert twin.initial_backoff == 2.0 and type(twin.initial_backoff) is float
+    assert config.replace(max_identical_actions=3) == DoomLoopConfig(initial_backoff=2.0)
+    with pytest.raises(TypeError, match="no field 'nope'"):
+        config.replace(nope=1)
+
+
+def test_out_of_range_is_a_config_error_and_wrong_type_a_type_error() -> None:
+    with pytest.raises(ConfigError, match=r"DoomLoopConfig\.max_backoff: must be <= 1000000000\.0, got 1e\+300") as caught:
+        DoomLoopConfig(max_backoff=1e300)
+    assert caught.value.path == "DoomLoopConfig.max_backoff" and isinstance(caught.value, ValueError)
+    with pytest.raises(TypeError, match=r"DoomLoopConfig\.detect_cycles: must be a bool, got int"):
+        DoomLoopConfig(detect_cycles=1)  # type: ignore[arg-type]
 
 
 def test_bad_arguments_raise_clear_errors() -> None:

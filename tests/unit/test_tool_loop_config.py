@@ -167,15 +167,13 @@ def test_lenient_enabled_that_is_not_a_bool_is_unset() -> None:
 def test_runtime_orders_thresholds_and_logs(caplog: pytest.LogCaptureFixture) -> None:
     config = LoopDetectionConfig(warning_threshold=5, critical_threshold=4, global_circuit_breaker_threshold=3)
     with caplog.at_level(logging.WARNING, logger="doomloop"):
-        settings = config.engine_settings()
-    assert (settings["warning_threshold"], settings["critical_threshold"], settings["global_circuit_breaker_threshold"]) == (
-        5,
-        6,
-        7,
-    )
-    assert len(caplog.records) == 2
-    # Detection stays on: blocked at the raised critical threshold.
-    detector = ToolLoopDetector(config)
+        detector = ToolLoopDetector(config)
+    assert [r.getMessage() for r in caplog.records] == [
+        "loop detection: critical_threshold 4 <= warning_threshold 5; using 6",
+        "loop detection: global_circuit_breaker_threshold 3 <= critical_threshold 6; using 7",
+    ]
+    # The config keeps what was given; detection stays on, blocked at the raised critical threshold.
+    assert (config.critical_threshold, config.global_circuit_breaker_threshold) == (4, 3)
     decisions = []
     for _ in range(8):
         decision = detector.before_tool_call("read", {"p": 1})
@@ -242,3 +240,16 @@ def test_int_subclasses_are_read_by_their_value() -> None:
     with pytest.raises(ValueError, match="must be >= 1"):
         LoopDetectionConfig(warning_threshold=small)
     assert LoopDetectionConfig(warning_threshold=_LyingInt(7)).warning_threshold == 7
+
+
+def test_config_copies_pickles_and_compares_by_value() -> None:
+    import copy
+    import pickle
+
+    config = LoopDetectionConfig(enabled=None, warning_threshold=4)
+    for twin in (copy.copy(config), copy.deepcopy(config), pickle.loads(pickle.dumps(config))):
+        assert twin == config and hash(twin) == hash(config)
+    assert config != LoopDetectionConfig(warning_threshold=4)
+    assert repr(config) == "LoopDetectionConfig(enabled=None, warning_threshold=4)"
+    with pytest.raises(AttributeError, match="immutable"):
+        config.history_size = 3  # type: ignore[misc]

@@ -5,6 +5,7 @@
 mod canonical;
 mod chant;
 mod session;
+mod settings;
 mod tool_loop;
 mod tool_results;
 
@@ -15,7 +16,10 @@ mod _core {
     use pyo3::prelude::*;
 
     #[pymodule_export]
-    use crate::session::{check_session_config, SessionEngine};
+    use crate::session::SessionEngine;
+
+    #[pymodule_export]
+    use crate::settings::{check_settings, settings_of};
 
     #[pymodule_export]
     const MAX_CYCLE_PERIOD: u64 = doomloop_engine::session::MAX_CYCLE_PERIOD;
@@ -24,7 +28,7 @@ mod _core {
     const MAX_CYCLE_REPEATS: u64 = doomloop_engine::session::MAX_CYCLE_REPEATS;
 
     #[pymodule_export]
-    const MAX_THRESHOLD: u32 = crate::tool_loop::MAX_THRESHOLD;
+    const MAX_THRESHOLD: u64 = doomloop_engine::settings::MAX_THRESHOLD;
 
     #[pymodule_export]
     use crate::tool_loop::{
@@ -32,10 +36,10 @@ mod _core {
     };
 
     #[pymodule_export]
-    const MAX_HISTORY_SIZE: usize = crate::tool_loop::MAX_HISTORY_SIZE;
+    const MAX_HISTORY_SIZE: u64 = doomloop_engine::settings::MAX_HISTORY_SIZE;
 
     #[pymodule_export]
-    const MAX_GUARD_WINDOW: u32 = crate::tool_loop::MAX_GUARD_WINDOW;
+    const MAX_GUARD_WINDOW: u64 = doomloop_engine::settings::MAX_GUARD_WINDOW;
 
     #[pymodule_export]
     const COMPACTION_DETECTOR: &str = doomloop_engine::tool_loop::COMPACTION_DETECTOR;

@@ -9,27 +9,20 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use doomloop_engine::fingerprint::{hash_action, hash_none, Canon};
-use doomloop_engine::ring::Ring;
 use doomloop_engine::session::{Finding, Session, SessionConfig};
+use doomloop_engine::settings::SESSION;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
 use crate::canonical::{fingerprint, fingerprint_str, is_huge_negative};
 use crate::chant::{lock, scan_text};
+use crate::settings::checked;
 use crate::tool_results::type_name;
-
-/// Action types kept for `DoomLoopEvent.action_history`.
-const RECENT_TYPES: usize = 10;
-
-struct State {
-    session: Session,
-    recent_types: Ring<Py<PyString>>,
-}
 
 #[pyclass(module = "doomloop._core", subclass, frozen)]
 pub struct SessionEngine {
-    state: Mutex<State>,
+    state: Mutex<Session>,
     clock: Option<Py<PyAny>>,
     /// Called with the description of each new loop episode (the Python layer logs it).
     on_episode: Option<Py<PyAny>>,
@@ -48,7 +41,7 @@ fn empty_mapping_digest() -> u64 {
 
 impl SessionEngine {
     #[inline]
-    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, State> {
+    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, Session> {
         lock(py, &self.state)
     }
 
@@ -71,11 +64,11 @@ impl SessionEngine {
             // A whole response is framed as one streamed response, however many pieces it
             // is scanned in.
             if whole && piece.first {
-                state.session.end_response();
+                state.end_response();
             }
-            state.session.record_output_chunk(input);
+            state.record_output_chunk(input);
             if whole && piece.last {
-                state.session.end_response();
+                state.end_response();
             }
         })?;
         Self::observe(slf)?;
@@ -90,9 +83,9 @@ impl SessionEngine {
         let now = engine.now(py)?;
         let (finding, description) = {
             let mut state = engine.lock(py);
-            let (finding, new_episode) = state.session.observe(now);
+            let (finding, new_episode) = state.observe(now);
             let description = match (new_episode, finding, &engine.on_episode) {
-                (true, Some(finding), Some(_)) => Some(finding.describe(state.session.config())),
+                (true, Some(finding), Some(_)) => Some(finding.describe(state.config())),
                 _ => None,
             };
             (finding, description)
@@ -103,15 +96,6 @@ impl SessionEngine {
         Ok(finding)
     }
 }
-
-fn read<'py, T: FromPyObjectOwned<'py>>(config: &Bound<'py, PyAny>, name: &str) -> PyResult<T> {
-    config
-        .getattr(name)?
-        .extract::<T>()
-        .map_err(|_| PyTypeError::new_err(format!("DoomLoopConfig.{name} has the wrong type")))
-}
-
-use pyo3::conversion::FromPyObjectOwned;
 
 /// `record_action`'s `duration`: an int or float (not a bool) of seconds, >= 0.
 fn seconds(value: &Bound<'_, PyAny>) -> PyResult<f64> {
@@ -141,49 +125,15 @@ fn seconds(value: &Bound<'_, PyAny>) -> PyResult<f64> {
     }
 }
 
-/// The engine's settings from a `DoomLoopConfig`, checked: a setting the engine cannot honour
-/// is a ValueError naming it and its range (never clamped silently).
-fn session_config(config: &Bound<'_, PyAny>) -> PyResult<SessionConfig> {
-    let session_config = SessionConfig {
-        max_identical_actions: read(config, "max_identical_actions")?,
-        max_similar_actions: read(config, "max_similar_actions")?,
-        max_consecutive_failures: read(config, "max_consecutive_failures")?,
-        max_no_progress_steps: read(config, "max_no_progress_steps")?,
-        max_time_per_action: read(config, "max_time_per_action")?,
-        max_total_time: read(config, "max_total_time")?,
-        max_recovery_attempts: read(config, "max_recovery_attempts")?,
-        escalate_on_loop: read(config, "escalate_on_loop")?,
-        initial_backoff: read(config, "initial_backoff")?,
-        backoff_multiplier: read(config, "backoff_multiplier")?,
-        max_backoff: read(config, "max_backoff")?,
-        detect_cycles: read(config, "detect_cycles")?,
-        max_cycle_period: read(config, "max_cycle_period")?,
-        min_cycle_repeats: read(config, "min_cycle_repeats")?,
-        content_chunk_size: read(config, "content_chunk_size")?,
-        max_repeated_chunks: read(config, "max_repeated_chunks")?,
-    };
-    match session_config.problem() {
-        Some(problem) => Err(PyValueError::new_err(format!("DoomLoopConfig.{problem}"))),
-        None => Ok(session_config),
-    }
-}
-
-/// Raise ValueError if the engine cannot honour `config` (a `DoomLoopConfig` checks itself
-/// with this on construction).
-#[pyfunction]
-#[pyo3(signature = (config, /))]
-pub fn check_session_config(config: &Bound<'_, PyAny>) -> PyResult<()> {
-    session_config(config).map(drop)
-}
-
 #[pymethods]
 impl SessionEngine {
-    /// Build from a `DoomLoopConfig`. `_on_episode(description)` is called once per loop
-    /// episode, with the lock released.
+    /// Build from a `DoomLoopConfig`'s values (in `settings_of("DoomLoopConfig")` order;
+    /// checked again here). `_on_episode(description)` is called once per loop episode, with
+    /// the lock released.
     #[new]
-    #[pyo3(signature = (config, *, clock = None, _on_episode = None))]
-    fn new(config: &Bound<'_, PyAny>, clock: Option<Py<PyAny>>, _on_episode: Option<Py<PyAny>>) -> PyResult<Self> {
-        let py = config.py();
+    #[pyo3(signature = (settings, /, *, clock = None, _on_episode = None))]
+    fn new(settings: &Bound<'_, PyTuple>, clock: Option<Py<PyAny>>, _on_episode: Option<Py<PyAny>>) -> PyResult<Self> {
+        let py = settings.py();
         if clock.as_ref().is_some_and(|clock| !clock.bind(py).is_callable()) {
             return Err(PyTypeError::new_err(
                 "clock must be a zero-argument callable returning seconds",
@@ -192,12 +142,9 @@ impl SessionEngine {
         if _on_episode.as_ref().is_some_and(|hook| !hook.bind(py).is_callable()) {
             return Err(PyTypeError::new_err("_on_episode must be callable"));
         }
-        let session_config = session_config(config)?;
+        let session_config = SessionConfig::from_values(&checked(&SESSION, settings)?);
         Ok(SessionEngine {
-            state: Mutex::new(State {
-                session: Session::new(session_config),
-                recent_types: Ring::new(RECENT_TYPES),
-            }),
+            state: Mutex::new(Session::new(session_config)),
             clock,
             on_episode: _on_episode,
         })
@@ -207,9 +154,7 @@ impl SessionEngine {
     /// recovery attempts, events and backoff.
     fn start_session(&self, py: Python<'_>) -> PyResult<()> {
         let now = self.now(py)?;
-        let mut state = self.lock(py);
-        state.session.start(now);
-        state.recent_types.clear();
+        self.lock(py).start(now);
         Ok(())
     }
 
@@ -250,11 +195,9 @@ impl SessionEngine {
             fingerprint(result)
         };
         {
-            let mut state = slf.get().lock(slf.py());
-            state
-                .session
-                .record_action(hash_action(kind, args_digest), kind, result_digest, success, duration);
-            state.recent_types.push(action_type.clone().unbind());
+            let mut session = slf.get().lock(slf.py());
+            session.record_action(hash_action(kind, args_digest), kind, result_digest, success, duration);
+            session.note_action_type(kind, &action_type.to_string_lossy());
         }
         Self::observe(slf)?;
         Ok(())
@@ -273,7 +216,7 @@ impl SessionEngine {
 
     /// The streamed response is complete: the next piece starts a new response.
     fn end_response(&self, py: Python<'_>) {
-        self.lock(py).session.end_response();
+        self.lock(py).end_response();
     }
 
     /// Record a progress marker (it gates NO_PROGRESS and CIRCULAR_PLAN).
@@ -281,14 +224,14 @@ impl SessionEngine {
         if !marker.is_instance_of::<PyString>() {
             return Err(PyTypeError::new_err("marker must be a str"));
         }
-        self.lock(py).session.mark_progress();
+        self.lock(py).mark_progress();
         Ok(())
     }
 
     /// Record a plan state; returning to a state already seen is CIRCULAR_PLAN.
     fn record_plan(slf: &Bound<'_, Self>, state: &Bound<'_, PyAny>) -> PyResult<()> {
         let digest = fingerprint(state);
-        slf.get().lock(slf.py()).session.record_plan(digest);
+        slf.get().lock(slf.py()).record_plan(digest);
         Self::observe(slf)?;
         Ok(())
     }
@@ -300,23 +243,19 @@ impl SessionEngine {
 
     /// Count one recovery attempt; True while more attempts are allowed.
     fn increment_recovery(&self, py: Python<'_>) -> bool {
-        self.lock(py).session.increment_recovery()
+        self.lock(py).increment_recovery()
     }
 
     /// Reset the backoff delay to `initial_backoff`.
     fn reset_backoff(&self, py: Python<'_>) {
-        self.lock(py).session.reset_backoff();
+        self.lock(py).reset_backoff();
     }
 
     /// The current finding's loop type and the recovery ladder's rung for it, by name
     /// (`DoomLoopType` and `RecoveryAction` values).
     fn _evaluate(slf: &Bound<'_, Self>) -> PyResult<(Option<&'static str>, &'static str)> {
         let finding = Self::observe(slf)?;
-        let recovery = slf
-            .get()
-            .lock(slf.py())
-            .session
-            .recovery(finding.map(Finding::loop_type));
+        let recovery = slf.get().lock(slf.py()).recovery(finding.map(Finding::loop_type));
         Ok((finding.map(|f| f.loop_type().name()), recovery.name()))
     }
 
@@ -328,11 +267,11 @@ impl SessionEngine {
             return Ok(None);
         };
         let state = slf.get().lock(slf.py());
-        let stats = state.session.stats();
+        let stats = state.stats();
         Ok(Some((
             finding.loop_type().name(),
-            finding.describe(state.session.config()),
-            state.session.recovery(Some(finding.loop_type())).name(),
+            finding.describe(state.config()),
+            state.recovery(Some(finding.loop_type())).name(),
             stats.total_actions,
             stats.recovery_attempts,
         )))
@@ -340,7 +279,7 @@ impl SessionEngine {
 
     /// The delay to wait now; advances the stored delay (capped at `max_backoff`).
     fn _next_backoff(&self, py: Python<'_>) -> f64 {
-        self.lock(py).session.next_backoff()
+        self.lock(py).next_backoff()
     }
 
     /// Counts since the session started (O(1)): total, successful and failed actions, loop
@@ -349,7 +288,7 @@ impl SessionEngine {
         let now = self.now(py)?;
         let (s, elapsed) = {
             let state = self.lock(py);
-            (state.session.stats(), state.session.elapsed(now))
+            (state.stats(), state.elapsed(now))
         };
         let stats = PyDict::new(py);
         stats.set_item("total_actions", s.total_actions)?;
@@ -364,20 +303,17 @@ impl SessionEngine {
     }
 
     /// The last ten action types, oldest first.
-    fn _recent_action_types(&self, py: Python<'_>) -> Vec<Py<PyString>> {
-        let state = self.lock(py);
-        let mut types: Vec<Py<PyString>> = state
-            .recent_types
-            .iter_newest_first()
-            .map(|t| t.clone_ref(py))
-            .collect();
-        types.reverse();
-        types
+    fn _recent_action_types(&self, py: Python<'_>) -> Vec<String> {
+        self.lock(py)
+            .recent_action_types()
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
     }
 
     /// Capacity of the action ring buffer (bounded by the thresholds, not the session length).
     #[getter]
     fn _history_capacity(&self, py: Python<'_>) -> usize {
-        self.lock(py).session.history_capacity()
+        self.lock(py).history_capacity()
     }
 }

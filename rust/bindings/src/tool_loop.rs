@@ -8,27 +8,21 @@
 
 use std::sync::{Mutex, MutexGuard};
 
+use doomloop_engine::settings::{GUARD, TOOL_LOOP};
 use doomloop_engine::tool_loop::{
     compaction_message, CompactionGuard, Decision, Detector, Finding, GuardVerdict as EngineGuardVerdict, Level,
-    LoopConfig, ToolLoopSession, COMPACTION_DETECTOR,
+    LoopConfig, NamedSession, COMPACTION_DETECTOR,
 };
 use doomloop_engine::tool_result::{VETO_REASON, VETO_STATUS};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::canonical::fingerprint_str;
 use crate::chant::lock;
+use crate::settings::{checked, checked_one};
 use crate::tool_results::{normalise, parse_call, type_name, Call, CallMemo, Normalised, Rules};
-
-/// Largest `history_size` accepted (the ring is allocated up front).
-pub const MAX_HISTORY_SIZE: usize = 10_000;
-/// Largest post-compaction guard window accepted.
-pub const MAX_GUARD_WINDOW: u32 = 1_000;
-/// Largest threshold a config accepts (`i32::MAX`): the engine's `u32` keeps room to raise
-/// an unordered `critical` or `global` threshold above the one below it.
-pub const MAX_THRESHOLD: u32 = i32::MAX as u32;
 
 // ---------------------------------------------------------------------------------------
 // Verdict types
@@ -43,7 +37,7 @@ pub struct LoopVerdict {
     count: u32,
     message: Option<String>,
     warning_key: Option<String>,
-    paired_tool_name: Option<Py<PyString>>,
+    paired_tool_name: Option<String>,
 }
 
 #[pymethods]
@@ -74,10 +68,7 @@ impl LoopVerdict {
             d.set_item("count", self.count)?;
             d.set_item("message", &self.message)?;
             d.set_item("warningKey", &self.warning_key)?;
-            d.set_item(
-                "pairedToolName",
-                self.paired_tool_name.as_ref().map(|n| n.clone_ref(py)),
-            )?;
+            d.set_item("pairedToolName", &self.paired_tool_name)?;
         }
         Ok(d)
     }
@@ -142,7 +133,7 @@ pub struct ToolOutcome {
     args_hash: u64,
     result_hash: Option<u64>,
     is_error: bool,
-    unknown_tool_name: Option<Py<PyString>>,
+    unknown_tool_name: Option<String>,
     guard: Option<Py<GuardVerdict>>,
 }
 
@@ -242,42 +233,29 @@ fn guard_verdict(
 // ToolLoopEngine
 // ---------------------------------------------------------------------------------------
 
-/// Names kept beside a record's digests, for messages and `paired_tool_name`.
-struct Names {
-    tool: Py<PyString>,
-    unknown: Option<Py<PyString>>,
-}
-
 /// The parts of a finding that need the history's names, read under the lock.
 struct FindingNames {
     finding: Finding,
-    source_tool: Option<Py<PyString>>,
-    source_unknown: Option<Py<PyString>>,
+    source_tool: Option<String>,
+    source_unknown: Option<String>,
 }
 
 #[pyclass(module = "doomloop._core", subclass, frozen)]
 pub struct ToolLoopEngine {
-    state: Mutex<ToolLoopSession<Names>>,
+    state: Mutex<NamedSession>,
     rules: Option<Box<Rules>>,
     memo: Mutex<CallMemo>,
     /// Called (lock released) with each decision that blocks a call or emits a warning.
     on_loop: Option<Py<PyAny>>,
     /// Called (lock released) with each outcome whose guard verdict says abort; it may raise.
     on_compaction_loop: Option<Py<PyAny>>,
-}
-
-fn positive_u32(value: u64, name: &str) -> PyResult<u32> {
-    match u32::try_from(value) {
-        Ok(v) if v >= 1 => Ok(v),
-        _ => Err(PyValueError::new_err(format!(
-            "{name} must be an int in 1..=4294967295, got {value}"
-        ))),
-    }
+    /// How the thresholds were reordered at construction (for the Python layer to log).
+    fixes: Vec<String>,
 }
 
 impl ToolLoopEngine {
     #[inline]
-    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, ToolLoopSession<Names>> {
+    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, NamedSession> {
         lock(py, &self.state)
     }
 
@@ -285,12 +263,12 @@ impl ToolLoopEngine {
         self.rules.as_deref()
     }
 
-    fn names_of(session: &ToolLoopSession<Names>, py: Python<'_>, finding: Finding) -> FindingNames {
-        let source = finding.source_back.and_then(|back| session.record(back));
+    fn names_of(session: &NamedSession, finding: Finding) -> FindingNames {
+        let (tool, unknown) = session.source_names(&finding);
         FindingNames {
             finding,
-            source_tool: source.map(|r| r.payload.tool.clone_ref(py)),
-            source_unknown: source.and_then(|r| r.payload.unknown.as_ref().map(|u| u.clone_ref(py))),
+            source_tool: tool.map(str::to_owned),
+            source_unknown: unknown.map(str::to_owned),
         }
     }
 }
@@ -301,12 +279,11 @@ fn verdict_of(py: Python<'_>, call: &Call<'_>, found: Option<FindingNames>) -> P
     };
     let f = found.finding;
     // Display text: a lone surrogate shows as U+FFFD.
-    let display = |name: &Option<Py<PyString>>| name.as_ref().map(|n| n.bind(py).to_string_lossy().into_owned());
     let (message, key) = f.render(
         &call.tool.to_string_lossy(),
         call.key.args,
-        display(&found.source_tool).as_deref(),
-        display(&found.source_unknown).as_deref(),
+        found.source_tool.as_deref(),
+        found.source_unknown.as_deref(),
     );
     let paired_tool_name = match f.detector {
         Detector::PingPong => found.source_tool,
@@ -346,22 +323,13 @@ fn blocked_result<'py>(py: Python<'py>, message: &str) -> PyResult<Bound<'py, Py
 
 #[pymethods]
 impl ToolLoopEngine {
-    /// Build from resolved settings (the Python subclass resolves and validates the config).
+    /// Build from a `LoopDetectionConfig`'s values (in `settings_of("LoopDetectionConfig")`
+    /// order; checked again here) and the extension points.
     #[new]
     #[pyo3(signature = (
+        settings,
+        /,
         *,
-        history_size,
-        warning_threshold,
-        critical_threshold,
-        unknown_tool_threshold,
-        global_circuit_breaker_threshold,
-        generic_repeat,
-        known_poll_no_progress,
-        ping_pong,
-        detect,
-        record_calls,
-        guard_enabled,
-        guard_window_size,
         tool_aliases = None,
         known_poll_tools = None,
         volatile_keys = None,
@@ -373,18 +341,7 @@ impl ToolLoopEngine {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        history_size: u64,
-        warning_threshold: u64,
-        critical_threshold: u64,
-        unknown_tool_threshold: u64,
-        global_circuit_breaker_threshold: u64,
-        generic_repeat: bool,
-        known_poll_no_progress: bool,
-        ping_pong: bool,
-        detect: bool,
-        record_calls: bool,
-        guard_enabled: bool,
-        guard_window_size: u64,
+        settings: &Bound<'_, PyTuple>,
         tool_aliases: Option<&Bound<'_, PyAny>>,
         known_poll_tools: Option<&Bound<'_, PyAny>>,
         volatile_keys: Option<&Bound<'_, PyAny>>,
@@ -398,38 +355,22 @@ impl ToolLoopEngine {
                 return Err(PyTypeError::new_err(format!("{name} must be callable")));
             }
         }
-        if history_size == 0 || history_size > MAX_HISTORY_SIZE as u64 {
-            return Err(PyValueError::new_err(format!(
-                "history_size must be in 1..={MAX_HISTORY_SIZE}, got {history_size}"
-            )));
-        }
-        let guard_window = positive_u32(guard_window_size, "guard_window_size")?;
-        if guard_window > MAX_GUARD_WINDOW {
-            return Err(PyValueError::new_err(format!(
-                "guard_window_size must be in 1..={MAX_GUARD_WINDOW}, got {guard_window}"
-            )));
-        }
-        let config = LoopConfig {
-            history_size: history_size as usize,
-            warning: positive_u32(warning_threshold, "warning_threshold")?,
-            critical: positive_u32(critical_threshold, "critical_threshold")?,
-            unknown_tool: positive_u32(unknown_tool_threshold, "unknown_tool_threshold")?,
-            global: positive_u32(global_circuit_breaker_threshold, "global_circuit_breaker_threshold")?,
-            generic_repeat,
-            known_poll: known_poll_no_progress,
-            ping_pong,
-            detect,
-            record_calls,
-            guard_enabled,
-            guard_window,
-        };
+        let (config, fixes) = LoopConfig::from_values(&checked(&TOOL_LOOP, settings)?);
         Ok(ToolLoopEngine {
-            state: Mutex::new(ToolLoopSession::new(config)),
+            state: Mutex::new(NamedSession::new(config)),
             rules: Rules::from_options(tool_aliases, known_poll_tools, volatile_keys, normalisers, send_like)?,
             memo: Mutex::default(),
             on_loop: _on_loop,
             on_compaction_loop: _on_compaction_loop,
+            fixes,
         })
+    }
+
+    /// How the thresholds were reordered at construction, as OpenClaw's run time reorders
+    /// them (empty when they were ordered).
+    #[getter]
+    fn _setting_fixes(&self) -> Vec<String> {
+        self.fixes.clone()
     }
 
     /// The verdict for this call now, with no side effects.
@@ -444,7 +385,7 @@ impl ToolLoopEngine {
         let call = parse_call(self.rules(), Some(&self.memo), tool, params, run_id, None)?;
         let found = {
             let session = self.lock(py);
-            session.detect(&call.key).map(|f| Self::names_of(&session, py, f))
+            session.detect(&call.key).map(|f| Self::names_of(&session, f))
         };
         verdict_of(py, &call, found)
     }
@@ -460,11 +401,8 @@ impl ToolLoopEngine {
         tool_call_id: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let call = parse_call(self.rules(), Some(&self.memo), tool, params, run_id, tool_call_id)?;
-        let names = Names {
-            tool: call.tool.clone().unbind(),
-            unknown: None,
-        };
-        self.lock(py).record_call(&call.key, call.call_id, names);
+        self.lock(py)
+            .record_call(&call.key, call.call_id, &call.tool.to_string_lossy());
         Ok(())
     }
 
@@ -484,11 +422,13 @@ impl ToolLoopEngine {
         let call = parse_call(self.rules(), Some(&self.memo), tool, params, run_id, tool_call_id)?;
         let normalised = normalise(self.rules(), &call, result, error)?;
         if let Some(outcome) = normalised.outcome {
-            let names = Names {
-                tool: call.tool.clone().unbind(),
-                unknown: normalised.unknown_name.as_ref().map(|n| n.clone_ref(py)),
-            };
-            self.lock(py).record_outcome(&call.key, call.call_id, outcome, names);
+            self.lock(py).record_outcome(
+                &call.key,
+                call.call_id,
+                outcome,
+                &call.tool.to_string_lossy(),
+                normalised.unknown_name.as_deref(),
+            );
         }
         outcome_object(py, &call, normalised, None)
     }
@@ -505,14 +445,11 @@ impl ToolLoopEngine {
         let py = slf.py();
         let engine = slf.get();
         let call = parse_call(engine.rules(), Some(&engine.memo), tool, params, run_id, tool_call_id)?;
-        let names = Names {
-            tool: call.tool.clone().unbind(),
-            unknown: None,
-        };
+        let tool_name = call.tool.to_string_lossy();
         let (decision, found): (Decision, Option<FindingNames>) = {
             let mut session = engine.lock(py);
-            let decision = session.before_call(&call.key, call.call_id, names);
-            let found = decision.finding.map(|f| Self::names_of(&session, py, f));
+            let decision = session.before_call(&call.key, call.call_id, &tool_name);
+            let found = decision.finding.map(|f| Self::names_of(&session, f));
             (decision, found)
         };
         if found.is_none() {
@@ -557,13 +494,13 @@ impl ToolLoopEngine {
         let engine = slf.get();
         let call = parse_call(engine.rules(), Some(&engine.memo), tool, params, run_id, tool_call_id)?;
         let normalised = normalise(engine.rules(), &call, result, error)?;
-        let names = Names {
-            tool: call.tool.clone().unbind(),
-            unknown: normalised.unknown_name.as_ref().map(|n| n.clone_ref(py)),
-        };
-        let verdict = engine
-            .lock(py)
-            .after_call(&call.key, call.call_id, normalised.outcome, names);
+        let verdict = engine.lock(py).after_call(
+            &call.key,
+            call.call_id,
+            normalised.outcome,
+            &call.tool.to_string_lossy(),
+            normalised.unknown_name.as_deref(),
+        );
         let guard = verdict.map(|v| guard_verdict(py, v, &call.tool)).transpose()?;
         let abort = guard.as_ref().is_some_and(|g| g.get().should_abort);
         let outcome = outcome_object(py, &call, normalised, guard)?;
@@ -600,7 +537,7 @@ impl ToolLoopEngine {
     /// warning buckets, guard window, extension rules).
     fn _state_size(&self, py: Python<'_>) -> usize {
         let memo = lock(py, &self.memo).heap_bytes();
-        self.lock(py).heap_bytes() + self.rules.as_ref().map_or(0, |r| r.heap_bytes()) + memo
+        self.lock(py).heap_bytes() + memo + self.rules.as_ref().map_or(0, |r| r.heap_bytes())
     }
 }
 
@@ -643,14 +580,15 @@ impl GuardEngine {
 #[pymethods]
 impl GuardEngine {
     #[new]
-    #[pyo3(signature = (window_size = 3))]
-    fn new(window_size: u64) -> PyResult<Self> {
-        let window = positive_u32(window_size, "window_size")?;
-        if window > MAX_GUARD_WINDOW {
-            return Err(PyValueError::new_err(format!(
-                "window_size must be in 1..={MAX_GUARD_WINDOW}, got {window}"
-            )));
-        }
+    #[pyo3(signature = (window_size = None))]
+    fn new(py: Python<'_>, window_size: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let window = match window_size {
+            Some(value) => checked_one(&GUARD, value)?,
+            None => GUARD.settings[0].default,
+        };
+        // Checked: within 1..=MAX_GUARD_WINDOW.
+        let window = u32::try_from(window.count()).unwrap_or(1);
+        let _ = py;
         Ok(GuardEngine {
             guard: Mutex::new(CompactionGuard::new(window)),
         })

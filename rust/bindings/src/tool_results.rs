@@ -317,7 +317,7 @@ pub(crate) fn text_bytes<'a>(text: &'a Bound<'_, PyString>) -> Cow<'a, [u8]> {
 /// tool name its error text names.
 pub(crate) struct Normalised {
     pub(crate) outcome: Option<Outcome>,
-    pub(crate) unknown_name: Option<Py<PyString>>,
+    pub(crate) unknown_name: Option<String>,
     pub(crate) is_error: bool,
 }
 
@@ -344,7 +344,6 @@ pub(crate) fn normalise(
     result: Option<&Bound<'_, PyAny>>,
     error: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Normalised> {
-    let py = call.tool.py();
     if let Some(error) = error.filter(|e| !e.is_none()) {
         let text = error_text(error)?;
         let (result, name) = tool_result::error_outcome(&text_bytes(&text), &text.to_string_lossy());
@@ -353,7 +352,7 @@ pub(crate) fn normalise(
                 result,
                 unknown: name.as_deref().map(|n| fp::hash_str(n.as_bytes())),
             }),
-            unknown_name: name.map(|n| PyString::new(py, &n).unbind()),
+            unknown_name: name,
             is_error: true,
         });
     }

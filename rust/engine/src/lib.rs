@@ -4,8 +4,10 @@
 
 pub mod chant;
 pub mod fingerprint;
+pub mod names;
 pub mod ring;
 pub mod session;
+pub mod settings;
 pub mod tool_loop;
 pub mod tool_result;
 pub mod unknown_tool;

@@ -8,7 +8,12 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::chant::{Chant, ChantConfig, TextInput};
+use crate::names::RecentNames;
 use crate::ring::Ring;
+use crate::settings::{Value, SESSION};
+
+/// Action types kept by name for `DoomLoopEvent.action_history`.
+pub const RECENT_TYPES: usize = 10;
 
 /// Plan states remembered for CIRCULAR_PLAN (oldest forgotten first).
 pub const PLAN_STATES_CAP: usize = 4096;
@@ -185,9 +190,39 @@ impl Default for SessionConfig {
 }
 
 impl SessionConfig {
-    /// Why these settings are unusable, if they are: the message names the setting (as
-    /// `DoomLoopConfig` calls it) and the range it accepts.
-    pub fn problem(&self) -> Option<String> {
+    /// The engine's settings from checked `settings::SESSION` values (in the schema's order).
+    pub fn from_values(values: &[Value]) -> Self {
+        let get = |name: &str| {
+            SESSION
+                .index(name)
+                .and_then(|i| values.get(i).copied())
+                .unwrap_or(Value::Unset)
+        };
+        SessionConfig {
+            max_identical_actions: get("max_identical_actions").count(),
+            max_similar_actions: get("max_similar_actions").count(),
+            max_consecutive_failures: get("max_consecutive_failures").count(),
+            max_no_progress_steps: get("max_no_progress_steps").count(),
+            max_time_per_action: get("max_time_per_action").number(),
+            max_total_time: get("max_total_time").number(),
+            max_recovery_attempts: get("max_recovery_attempts").count(),
+            escalate_on_loop: get("escalate_on_loop").switch().unwrap_or(true),
+            initial_backoff: get("initial_backoff").number(),
+            backoff_multiplier: get("backoff_multiplier").number(),
+            max_backoff: get("max_backoff").number(),
+            detect_cycles: get("detect_cycles").switch().unwrap_or(true),
+            max_cycle_period: get("max_cycle_period").count(),
+            min_cycle_repeats: get("min_cycle_repeats").count(),
+            content_chunk_size: get("content_chunk_size").count(),
+            max_repeated_chunks: get("max_repeated_chunks").count(),
+        }
+    }
+
+    /// Why these settings are unusable together, if they are: the setting to blame (as
+    /// `DoomLoopConfig` calls it) and the range it accepts. Each setting's own range is
+    /// `settings::SESSION`'s; this is what only the output detector knows: how long a window
+    /// and how many chained repeats fit its buffers.
+    pub fn problem(&self) -> Option<(&'static str, String)> {
         for (name, value) in [
             ("max_identical_actions", self.max_identical_actions),
             ("max_similar_actions", self.max_similar_actions),
@@ -195,7 +230,7 @@ impl SessionConfig {
             ("max_no_progress_steps", self.max_no_progress_steps),
         ] {
             if value == 0 {
-                return Some(format!("{name} must be >= 1, got 0"));
+                return Some((name, "must be >= 1, got 0".to_owned()));
             }
         }
         for (name, value, most) in [
@@ -203,24 +238,30 @@ impl SessionConfig {
             ("min_cycle_repeats", self.min_cycle_repeats, MAX_CYCLE_REPEATS),
         ] {
             if !(2..=most).contains(&value) {
-                return Some(format!("{name} must be in 2..={most}, got {value}"));
+                return Some((name, format!("must be in 2..={most}, got {value}")));
             }
         }
         // The chant detector's own max_period is not a session setting: name only these two.
         let chant = self.chant_config();
         if !(1..=chant.most_window()).contains(&chant.window) {
-            return Some(format!(
-                "content_chunk_size must be in 1..={}, got {}",
-                chant.most_window(),
-                self.content_chunk_size
+            return Some((
+                "content_chunk_size",
+                format!(
+                    "must be in 1..={}, got {}",
+                    chant.most_window(),
+                    self.content_chunk_size
+                ),
             ));
         }
         if !(1..=chant.most_repeats()).contains(&chant.min_repeats) {
-            return Some(format!(
-                "max_repeated_chunks must be in 1..={} with content_chunk_size={}, got {}",
-                chant.most_repeats(),
-                self.content_chunk_size,
-                self.max_repeated_chunks
+            return Some((
+                "max_repeated_chunks",
+                format!(
+                    "must be in 1..={} with content_chunk_size={}, got {}",
+                    chant.most_repeats(),
+                    self.content_chunk_size,
+                    self.max_repeated_chunks
+                ),
             ));
         }
         None
@@ -291,6 +332,8 @@ pub struct Session {
     output: Chant<u32>,
     /// A response is being streamed (`record_output_chunk` since the last `end_response`).
     output_open: bool,
+    /// The last action types by name, for events.
+    recent_types: RecentNames,
 }
 
 impl Session {
@@ -320,6 +363,7 @@ impl Session {
             last_type: None,
             output: Chant::new(config.chant_config()),
             output_open: false,
+            recent_types: RecentNames::new(RECENT_TYPES),
             config,
         }
     }
@@ -337,6 +381,16 @@ impl Session {
     pub fn start(&mut self, now: f64) {
         *self = Session::new(self.config.clone());
         self.started_at = Some(now);
+    }
+
+    /// Note the name of the newest action's type (`kind` is its digest), for events.
+    pub fn note_action_type(&mut self, kind: u64, name: &str) {
+        self.recent_types.push(kind, name);
+    }
+
+    /// The last [`RECENT_TYPES`] action types noted, oldest first.
+    pub fn recent_action_types(&self) -> Vec<&str> {
+        self.recent_types.oldest_first()
     }
 
     /// Record one action. `duration` above `max_time_per_action` counts as a failure.

@@ -9,7 +9,9 @@
 use std::collections::VecDeque;
 
 use crate::fingerprint::hash_two;
+use crate::names::NameTable;
 use crate::ring::Ring;
+use crate::settings::{Value, TOOL_LOOP};
 
 /// OpenClaw's warning bucket width: a key is re-emitted when `count / 10` grows.
 pub const WARNING_BUCKET_SIZE: u32 = 10;
@@ -56,6 +58,58 @@ impl Default for LoopConfig {
             guard_enabled: true,
             guard_window: 3,
         }
+    }
+}
+
+impl LoopConfig {
+    /// The run-time settings from checked `settings::TOOL_LOOP` values (in the schema's
+    /// order), resolved as OpenClaw's run time resolves them: `critical` is raised to
+    /// `warning + 1` and `global` to `critical + 1` where needed (each fix described in the
+    /// returned list, for the caller to log); `enabled` true detects, unset records without
+    /// detecting, false also turns the guard off.
+    pub fn from_values(values: &[Value]) -> (LoopConfig, Vec<String>) {
+        let get = |name: &str| {
+            TOOL_LOOP
+                .index(name)
+                .and_then(|i| values.get(i).copied())
+                .unwrap_or(Value::Unset)
+        };
+        // Checked values are within `MAX_THRESHOLD` (`i32::MAX`), so `+ 1` fits a u32.
+        let threshold = |name: &str| u32::try_from(get(name).count()).unwrap_or(i32::MAX as u32);
+        let warning = threshold("warning_threshold");
+        let mut critical = threshold("critical_threshold");
+        let mut global = threshold("global_circuit_breaker_threshold");
+        let mut fixes = Vec::new();
+        if critical <= warning {
+            fixes.push(format!(
+                "critical_threshold {critical} <= warning_threshold {warning}; using {}",
+                warning + 1
+            ));
+            critical = warning + 1;
+        }
+        if global <= critical {
+            fixes.push(format!(
+                "global_circuit_breaker_threshold {global} <= critical_threshold {critical}; using {}",
+                critical + 1
+            ));
+            global = critical + 1;
+        }
+        let enabled = get("enabled").switch();
+        let config = LoopConfig {
+            history_size: usize::try_from(get("history_size").count()).unwrap_or(1),
+            warning,
+            critical,
+            unknown_tool: threshold("unknown_tool_threshold"),
+            global,
+            generic_repeat: get("generic_repeat").switch().unwrap_or(true),
+            known_poll: get("known_poll_no_progress").switch().unwrap_or(true),
+            ping_pong: get("ping_pong").switch().unwrap_or(true),
+            detect: enabled == Some(true),
+            record_calls: enabled != Some(false),
+            guard_enabled: enabled != Some(false),
+            guard_window: u32::try_from(get("post_compaction_window_size").count()).unwrap_or(1),
+        };
+        (config, fixes)
     }
 }
 
@@ -106,6 +160,16 @@ impl<N> Record<N> {
 
     pub fn result(&self) -> Option<u64> {
         self.has(HAS_RESULT).then_some(self.result)
+    }
+
+    /// The digest of the tool name.
+    pub fn tool(&self) -> u64 {
+        self.tool
+    }
+
+    /// The digest of the unknown tool the error text named, if any.
+    pub fn unknown_tool(&self) -> Option<u64> {
+        self.has(HAS_UNKNOWN).then_some(self.unknown)
     }
 }
 
@@ -426,6 +490,13 @@ impl<N> ToolLoopSession<N> {
     /// Bytes held on the heap by this session (the records, buckets and guard window).
     pub fn heap_bytes(&self) -> usize {
         self.history.capacity() * std::mem::size_of::<Record<N>>() + self.buckets.heap_bytes() + self.guard.heap_bytes()
+    }
+
+    /// The digests of every name the records refer to (tools and unknown tools).
+    pub fn name_digests(&self) -> impl Iterator<Item = u64> + '_ {
+        self.history
+            .iter_newest_first()
+            .flat_map(|r| std::iter::once(r.tool).chain(r.unknown_tool()))
     }
 
     /// Append a call without a result.
@@ -779,6 +850,99 @@ impl Scan {
             return None;
         }
         Some((self.tail + 1, self.tail_no_progress))
+    }
+}
+
+/// One agent session's whole state: the history and guard, plus the names its records refer
+/// to (for messages). Plain data throughout, what a snapshot saves. The read-only queries are
+/// the session's (through `Deref`); every update goes through here, so no record lacks its name.
+#[derive(Clone, Debug)]
+pub struct NamedSession {
+    session: ToolLoopSession<()>,
+    names: NameTable,
+}
+
+impl std::ops::Deref for NamedSession {
+    type Target = ToolLoopSession<()>;
+
+    fn deref(&self) -> &ToolLoopSession<()> {
+        &self.session
+    }
+}
+
+impl NamedSession {
+    pub fn new(config: LoopConfig) -> Self {
+        NamedSession {
+            session: ToolLoopSession::new(config),
+            names: NameTable::default(),
+        }
+    }
+
+    fn remember(&mut self, digest: u64, name: &str) {
+        // A record refers to at most two names: twice that, plus slack, sweeps rarely.
+        let limit = 4 * self.session.history.capacity() + 16;
+        let session = &self.session;
+        self.names.remember(digest, name, limit, || session.name_digests());
+    }
+
+    fn remember_outcome(&mut self, key: &CallKey, tool: &str, outcome: Option<Outcome>, unknown: Option<&str>) {
+        self.remember(key.tool, tool);
+        if let (Some(digest), Some(name)) = (outcome.and_then(|o| o.unknown), unknown) {
+            self.remember(digest, name);
+        }
+    }
+
+    pub fn record_call(&mut self, key: &CallKey, call_id: Option<u64>, tool: &str) {
+        self.remember(key.tool, tool);
+        self.session.record_call(key, call_id, ());
+    }
+
+    /// `unknown` is the name the outcome's `unknown` digest stands for.
+    pub fn record_outcome(
+        &mut self,
+        key: &CallKey,
+        call_id: Option<u64>,
+        outcome: Outcome,
+        tool: &str,
+        unknown: Option<&str>,
+    ) {
+        self.remember_outcome(key, tool, Some(outcome), unknown);
+        self.session.record_outcome(key, call_id, outcome, ());
+    }
+
+    pub fn before_call(&mut self, key: &CallKey, call_id: Option<u64>, tool: &str) -> Decision {
+        self.remember(key.tool, tool);
+        self.session.before_call(key, call_id, ())
+    }
+
+    pub fn after_call(
+        &mut self,
+        key: &CallKey,
+        call_id: Option<u64>,
+        outcome: Option<Outcome>,
+        tool: &str,
+        unknown: Option<&str>,
+    ) -> Option<GuardVerdict> {
+        self.remember_outcome(key, tool, outcome, unknown);
+        self.session.after_call(key, call_id, outcome, ())
+    }
+
+    pub fn arm_guard(&mut self) -> u32 {
+        self.session.arm_guard()
+    }
+
+    /// The names of a finding's source record: its tool, and the unknown tool it named.
+    pub fn source_names(&self, finding: &Finding) -> (Option<&str>, Option<&str>) {
+        let source = finding.source_back.and_then(|back| self.session.record(back));
+        (
+            source.and_then(|r| self.names.get(r.tool())),
+            source.and_then(|r| self.names.get(r.unknown_tool()?)),
+        )
+    }
+
+    /// Bytes held on the heap: the session's and the names'.
+    pub fn heap_bytes(&self) -> usize {
+        self.session.heap_bytes() + self.names.heap_bytes()
     }
 }
 

@@ -1,0 +1,149 @@
+//! The detectors' settings at the boundary: Python values read into the engine's `Given`,
+//! checked by `doomloop_engine::settings`, and every `SettingError` mapped once to a Python
+//! exception (`TypeError`, or `doomloop.errors.ConfigError`).
+
+use doomloop_engine::settings::{self, Given, Kind, Schema, SettingError, Value};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyFloat, PyInt, PyTuple, PyType};
+
+use crate::canonical::is_huge_negative;
+use crate::tool_results::type_name;
+
+static CONFIG_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// The Python exception for a refused setting.
+pub fn setting_error(py: Python<'_>, error: SettingError) -> PyErr {
+    match &error {
+        SettingError::TypeMismatch { .. } | SettingError::UnknownSetting { .. } => {
+            PyTypeError::new_err(error.to_string())
+        }
+        SettingError::OutOfRange { path, problem } => match CONFIG_ERROR.import(py, "doomloop.errors", "ConfigError") {
+            Ok(class) => match class.call1((path.as_str(), problem.as_str())) {
+                Ok(instance) => PyErr::from_value(instance),
+                Err(err) => err,
+            },
+            Err(err) => err,
+        },
+    }
+}
+
+/// Size in bits of an int beyond `i128` (`int`'s own method: a subclass's is not asked).
+fn bits(int: &Bound<'_, PyInt>) -> u64 {
+    let py = int.py();
+    py.get_type::<PyInt>()
+        .getattr("bit_length")
+        .and_then(|method| method.call1((int,)))
+        .and_then(|bits| bits.extract::<u64>())
+        .unwrap_or(u64::MAX)
+}
+
+/// A Python value as the engine's settings check reads it. `type_name` holds the name of a
+/// value of any other type, which `Given::Other` borrows.
+fn given<'a>(value: &Bound<'_, PyAny>, type_name_slot: &'a mut String) -> Given<'a> {
+    if let Ok(flag) = value.cast::<PyBool>() {
+        return Given::Bool(flag.is_true());
+    }
+    if let Ok(int) = value.cast::<PyInt>() {
+        return match int.extract::<i128>() {
+            Ok(n) => Given::Int(n),
+            Err(_) => Given::HugeInt {
+                negative: is_huge_negative(int),
+                bits: bits(int),
+            },
+        };
+    }
+    if let Ok(float) = value.cast::<PyFloat>() {
+        return Given::Float(float.value());
+    }
+    if value.is_none() {
+        return Given::None;
+    }
+    *type_name_slot = type_name(value);
+    Given::Other(type_name_slot)
+}
+
+fn to_python(py: Python<'_>, value: Value) -> PyResult<Py<PyAny>> {
+    Ok(match value {
+        Value::Count(n) => n.into_pyobject(py)?.into_any().unbind(),
+        Value::Number(x) => x.into_pyobject(py)?.into_any().unbind(),
+        Value::Switch(b) => PyBool::new(py, b).to_owned().into_any().unbind(),
+        Value::Unset => py.None(),
+    })
+}
+
+/// Check `values` (one per setting, in the schema's order) into engine values.
+pub fn checked(schema: &'static Schema, values: &Bound<'_, PyTuple>) -> PyResult<Vec<Value>> {
+    let py = values.py();
+    let mut names = vec![String::new(); values.len()];
+    let items: Vec<Bound<'_, PyAny>> = values.iter().collect();
+    let given: Vec<Given<'_>> = items
+        .iter()
+        .zip(names.iter_mut())
+        .map(|(item, name)| given(item, name))
+        .collect();
+    settings::check_all(schema, &given).map_err(|e| setting_error(py, e))
+}
+
+/// Check one value of a one-setting schema.
+pub fn checked_one(schema: &'static Schema, value: &Bound<'_, PyAny>) -> PyResult<Value> {
+    let mut name = String::new();
+    let given = given(value, &mut name);
+    match schema.settings.first() {
+        Some(setting) => settings::check(schema, setting, given).map_err(|e| setting_error(value.py(), e)),
+        None => Err(PyTypeError::new_err(format!("{} has no settings", schema.owner))),
+    }
+}
+
+fn schema(owner: &str) -> PyResult<&'static Schema> {
+    [&settings::SESSION, &settings::TOOL_LOOP, &settings::GUARD]
+        .into_iter()
+        .find(|schema| schema.owner == owner)
+        .ok_or_else(|| PyTypeError::new_err(format!("no settings named {owner:?}")))
+}
+
+/// `values` checked against the settings of `owner` (a config class name): the same values,
+/// ints and floats as the engine holds them. Raises TypeError for a value of the wrong type
+/// and `doomloop.ConfigError` for one out of range, naming the setting and its range.
+#[pyfunction]
+#[pyo3(signature = (owner, values, /))]
+pub fn check_settings<'py>(owner: &str, values: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyTuple>> {
+    let py = values.py();
+    let checked = checked(schema(owner)?, values)?;
+    let objects = checked
+        .into_iter()
+        .map(|value| to_python(py, value))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyTuple::new(py, objects)
+}
+
+/// The settings of `owner`: `(name, default, minimum, maximum)` each, in constructor order
+/// (bounds `None` for switches).
+#[pyfunction]
+#[pyo3(signature = (owner, /))]
+pub fn settings_of<'py>(py: Python<'py>, owner: &str) -> PyResult<Bound<'py, PyTuple>> {
+    let rows = schema(owner)?
+        .settings
+        .iter()
+        .map(|setting| {
+            let (minimum, maximum) = match setting.kind {
+                Kind::Count { min, max } => (to_python(py, Value::Count(min))?, to_python(py, Value::Count(max))?),
+                Kind::Number { min, max, .. } => {
+                    (to_python(py, Value::Number(min))?, to_python(py, Value::Number(max))?)
+                }
+                Kind::Switch | Kind::OptionalSwitch => (py.None(), py.None()),
+            };
+            PyTuple::new(
+                py,
+                [
+                    setting.name.into_pyobject(py)?.into_any().unbind(),
+                    to_python(py, setting.default)?,
+                    minimum,
+                    maximum,
+                ],
+            )
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    PyTuple::new(py, rows)
+}
