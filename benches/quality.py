@@ -24,10 +24,10 @@ import time
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from doomloop import ChantDetector, DoomLoopConfig, DoomLoopDetector, ToolLoopDetector
-from doomloop.traces import CRITICAL, WARNING, Detectors, Finding, Run, Step, first_findings, parse_result, read_runs, replay
+from doomloop.traces import CRITICAL, WARNING, Detectors, Finding, Run, Step, parse_result, read_runs, replay
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "agent_runs_public.jsonl.gz"
 LOOP_STEPS = 30
@@ -256,7 +256,7 @@ class CleanResult:
     by_detector: Dict[str, int]
     """Runs with a critical finding per detector, and ``tool_warning`` for tool warnings."""
     findings: Dict[str, Counter[str]]
-    """Per detector (and ``tool_warning``), ``"kind: message"`` of each run's first finding."""
+    """Per detector (and ``tool_warning``): each ``"kind: message"`` and the runs it appeared in."""
 
 
 @dataclass(frozen=True)
@@ -299,13 +299,13 @@ def measure_clean(build: Callable[[], Detectors], runs: Sequence[Run]) -> CleanR
     findings: Dict[str, Counter[str]] = {key: Counter() for key in COLUMNS}
     flagged = 0
     for run in runs:
-        first = first_findings(run, build())
-        flagged += first.flagged
-        for key in COLUMNS:
-            finding = getattr(first, key)
-            if finding is not None:
-                by_detector[key] += 1
-                findings[key][f"{finding.kind}: {finding.message}"] += 1
+        seen: Dict[str, Set[str]] = {}
+        for finding in replay(run, build()):
+            seen.setdefault(_key(finding), set()).add(f"{finding.kind}: {finding.message}")
+        flagged += any(key in seen for key in DETECTORS)
+        by_detector.update(seen.keys())
+        for key, messages in seen.items():
+            findings[key].update(messages)
     return CleanResult(len(runs), flagged, dict(by_detector), findings)
 
 
@@ -418,7 +418,7 @@ def _clean_cell(result: ProfileResult, key: Optional[str]) -> str:
     return _share(count, result.clean.runs)
 
 
-def detail_tables(result: ProfileResult, markdown: bool, top: int = 3) -> str:
+def detail_tables(result: ProfileResult, markdown: bool, top: int = 5) -> str:
     """A profile's planted kinds by detector, and its most common findings on clean runs."""
     if result.clean is None or result.kinds is None:
         return f"{result.name}: {NOT_AVAILABLE}"
@@ -439,8 +439,8 @@ def detail_tables(result: ProfileResult, markdown: bool, top: int = 3) -> str:
         for finding, count in counter.most_common(top)
     ]
     parts = [f"{result.name}: planted loops by detector", _table(headers, rows, markdown)]
-    parts.append(f"{result.name}: most common first findings on the clean runs")
-    parts.append(_table(["detector", "runs", "finding"], finding_rows, markdown) if finding_rows else "none")
+    parts.append(f"{result.name}: the most common findings on the clean runs")
+    parts.append(_table(["detector", "runs with it", "finding"], finding_rows, markdown) if finding_rows else "none")
     return "\n\n".join(parts)
 
 
