@@ -1,0 +1,472 @@
+"""Detection quality: false positives on real agent runs, recall and delay on loops planted in them.
+
+Run: ``python benches/quality.py [--corpus PATH] [--seed N] [--markdown]``. The corpus is a
+run file (JSON Lines, optionally gzip-compressed, one run per line; see
+:mod:`doomloop.traces.jsonl`), by default ``../shared/corpus/agent_runs_public.jsonl.gz``
+beside the project. Each profile (a way to build the three detectors) replays:
+
+- every run as recorded: a run any detector flags is a false positive, since the runs are
+  healthy;
+- every run once per planted kind, with one loop inserted at a random point (seeded): the
+  run is caught when a detector flags within the planted steps, and the delay is the number
+  of planted calls that had run by then.
+
+The method, and what each kind plants, are in docs/quality.md, with the tables this prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+from doomloop import ChantDetector, DoomLoopConfig, DoomLoopDetector, ToolLoopDetector
+from doomloop.traces import CRITICAL, WARNING, Detectors, Finding, Run, Step, parse_result, read_runs, replay
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "agent_runs_public.jsonl.gz"
+LOOP_STEPS = 30
+"""How long a planted loop goes on (the chant is one answer)."""
+DETECTORS = ("session", "tool_loop", "chant")
+"""The detectors whose critical findings count as a flag."""
+COLUMNS = (*DETECTORS, "tool_warning")
+"""What is counted per run: each detector's critical findings, and the tool warnings apart."""
+
+# --- profiles ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named way to build the detectors one run is replayed through."""
+
+    name: str
+    build: Optional[Callable[[], Detectors]]
+    """Fresh detectors for one run; None when this build of doomloop lacks the profile."""
+
+
+def _parity() -> Detectors:
+    # Upstream's defaults: PraisonAI's session detector, OpenClaw's tools.loopDetection with
+    # detection switched on (OpenClaw leaves it off), and the chant detector's defaults.
+    return Detectors(DoomLoopDetector(DoomLoopConfig()), ToolLoopDetector.from_openclaw({"enabled": True}), ChantDetector())
+
+
+# `DoomLoopConfig.recommended()` is being written alongside this harness; until it exists the
+# profile is reported as not available.
+_recommended_config = getattr(DoomLoopConfig, "recommended", None)
+
+
+def _recommended() -> Detectors:
+    assert _recommended_config is not None
+    config = _recommended_config()
+    chant = ChantDetector(config.content_chunk_size, config.max_repeated_chunks)
+    return Detectors(DoomLoopDetector(config), ToolLoopDetector(), chant)
+
+
+PROFILES = (Profile("parity", _parity), Profile("recommended", _recommended if _recommended_config is not None else None))
+
+# --- planting ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Planted:
+    """A run with one loop inserted: ``run.steps[start:start + length]`` are the loop."""
+
+    run: Run
+    start: int
+    length: int
+
+
+def _step(command: str, output: str, *, returncode: int = 0, call_id: str = "planted") -> Step:
+    # Shaped as the reader shapes a recorded call of the corpus's one tool, with no message.
+    result = f"<returncode>{returncode}</returncode>\n<output>\n{output}\n</output>"
+    code, is_error = parse_result(result)
+    return Step("bash", {"command": command}, call_id, None, result, code, is_error)
+
+
+def _fresh_reads(rng: random.Random, count: int, kind: str) -> List[Step]:
+    # Distinct calls with distinct, successful results: steps that are progress to every
+    # tool-level rule, for the kinds whose loop is in the answers.
+    first = rng.randrange(1, 2000)
+    return [
+        _step(f"sed -n '{line},{line + 39}p' src/package/core.py", f"{line}: chunk {line} of core.py", call_id=f"{kind}-{n}")
+        for n, line in enumerate(range(first, first + 40 * count, 40))
+    ]
+
+
+def _recorded(run: Run) -> List[Step]:
+    return [step for step in run.steps if step.result_text is not None]
+
+
+def _distinct_calls(steps: Sequence[Step]) -> List[Step]:
+    seen: Dict[Tuple[str, str], Step] = {}
+    for step in steps:
+        seen.setdefault((step.tool, repr(step.arguments)), step)
+    return list(seen.values())
+
+
+def plant_identical_repeat(run: Run, rng: random.Random) -> List[Step]:
+    """One recorded call of the run (a fallback ``ls -la`` for a run without one), repeated
+    with its recorded result."""
+    recorded = _recorded(run)
+    call = rng.choice(recorded) if recorded else _step("ls -la", "total 0")
+    return [replace(call, thought=None, call_id=f"identical-{n}") for n in range(LOOP_STEPS)]
+
+
+_FAILING = (
+    (
+        "python reproduce_issue.py --case {n}",
+        'Traceback (most recent call last):\n  File "/testbed/reproduce_issue.py", line 3, in <module>\n'
+        "    from package import helper\nImportError: cannot import name 'helper' from 'package'",
+    ),
+    (
+        "python -m pytest tests/test_core.py -x -q -k case_{n}",
+        "ImportError while loading conftest '/testbed/tests/conftest.py'.\nModuleNotFoundError: No module named 'pytest_asyncio'",
+    ),
+    ("sed -n '{n},{m}p' src/package/missing.py", "sed: can't read src/package/missing.py: No such file or directory"),
+)
+
+
+def plant_failing_retry(run: Run, rng: random.Random) -> List[Step]:
+    """One command retried with a number changing each time, failing with the same error."""
+    command, error = rng.choice(_FAILING)
+    first = rng.randrange(1, 500)
+    return [
+        _step(command.format(n=n, m=n + 20), error, returncode=1, call_id=f"failing-{n}")
+        for n in range(first, first + LOOP_STEPS)
+    ]
+
+
+def plant_ping_pong(run: Run, rng: random.Random) -> List[Step]:
+    """Two different recorded calls of the run (fallbacks for a run without two), alternating,
+    each with its recorded result."""
+    calls = _distinct_calls(_recorded(run))
+    if len(calls) < 2:
+        calls = [
+            _step("cat src/package/core.py", "def main(): ..."),
+            _step("python reproduce_issue.py", "ok"),
+        ]
+    pair = rng.sample(calls, 2)
+    return [replace(pair[n % 2], thought=None, call_id=f"ping-pong-{n}") for n in range(LOOP_STEPS)]
+
+
+_WORDS = ("parse_header", "validate_schema", "resolve_path", "normalize_units", "load_config", "to_timedelta")
+
+
+def plant_cosmetic_variant(run: Run, rng: random.Random) -> List[Step]:
+    """One search written a different way each time (flag order, spacing, quoting, a
+    trailing slash), with the same result."""
+    word = rng.choice(_WORDS)
+    output = f"src/package/core.py:{rng.randrange(10, 900)}:def {word}(value):\nsrc/package/api.py:3:from .core import {word}"
+    spellings = [
+        f"grep{space}{flags} {quote.format(word)} {folder}"
+        for space in (" ", "  ")
+        for flags in ("-rn", "-nr", "-r -n", "-n -r")
+        for quote in ('"{}"', "'{}'", "{}")
+        for folder in ("src", "src/")
+    ]
+    return [_step(command, output, call_id=f"cosmetic-{n}") for n, command in enumerate(rng.sample(spellings, LOOP_STEPS))]
+
+
+def _nudge(text: str, rng: random.Random) -> str:
+    # The tiny variations of an answer given again: none, trailing space, the final full stop,
+    # the case of the first letter.
+    edit = rng.randrange(4)
+    if edit == 1:
+        return text + " "
+    if edit == 2:
+        return text[:-1] if text.endswith(".") else text + "."
+    if edit == 3:
+        return text[:1].swapcase() + text[1:]
+    return text
+
+
+def plant_same_answer(run: Run, rng: random.Random) -> List[Step]:
+    """One answer of the run (or a stock one) given again at every turn, identical or with a
+    tiny variation, while the calls make progress (distinct reads, distinct results)."""
+    answers = [step.thought for step in run.steps if step.thought and len(step.thought) >= 20]
+    answer = rng.choice(answers) if answers else "Let me look at the implementation of the parser to find the bug."
+    return [replace(read, thought=_nudge(answer, rng)) for read in _fresh_reads(rng, LOOP_STEPS, "same-answer")]
+
+
+_CHANTS = (
+    "I need to check the test output again. ",
+    "Let me re-run the reproduction script to confirm. ",
+    "The fix should handle the empty case. ",
+    "Wait, I should verify the import first. ",
+)
+
+
+def plant_chant(run: Run, rng: random.Random) -> List[Step]:
+    """One answer that opens normally, then chants a sentence 12 to 40 times; its call is a
+    fresh read."""
+    answers = [step.thought for step in run.steps if step.thought]
+    opening = rng.choice(answers) if answers else "Let me check."
+    chant = rng.choice(_CHANTS) * rng.randint(12, 40)
+    (read,) = _fresh_reads(rng, 1, "chant")
+    return [replace(read, thought=f"{opening}\n\n{chant}")]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of loop the harness plants."""
+
+    name: str
+    label: str
+    plant: Callable[[Run, random.Random], List[Step]]
+
+
+KINDS = (
+    Kind("identical_repeat", "identical repeats", plant_identical_repeat),
+    Kind("failing_retry", "failing retries, varying arguments", plant_failing_retry),
+    Kind("ping_pong", "ping-pong", plant_ping_pong),
+    Kind("cosmetic_variant", "cosmetic variants, same result", plant_cosmetic_variant),
+    Kind("same_answer", "same answer across turns", plant_same_answer),
+    Kind("chant", "chanting inside one answer", plant_chant),
+)
+
+
+def plant(run: Run, kind: Kind, rng: random.Random) -> Planted:
+    """``run`` with one loop of ``kind`` inserted before a random step (never after the last,
+    which ends the run)."""
+    start = rng.randint(0, max(0, len(run.steps) - 1))
+    loop = kind.plant(run, rng)
+    return Planted(Run(run.path, run.exit_status, run.steps[:start] + tuple(loop) + run.steps[start:]), start, len(loop))
+
+
+def planted_runs(runs: Sequence[Run], kind: Kind, seed: int) -> List[Planted]:
+    """Each run with one loop of ``kind``; the same for every profile, and for each run
+    whatever the others are (one generator per run, seeded by the seed, kind and index)."""
+    return [plant(run, kind, random.Random(f"{seed}/{kind.name}/{index}")) for index, run in enumerate(runs)]
+
+
+# --- measuring --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CleanResult:
+    """The runs as recorded: how many each detector flagged, and its first findings."""
+
+    runs: int
+    flagged: int
+    by_detector: Dict[str, int]
+    """Runs with a critical finding per detector, and ``tool_warning`` for tool warnings."""
+    findings: Dict[str, Counter[str]]
+    """Per detector (and ``tool_warning``): each ``"kind: message"`` and the runs it appeared in."""
+
+
+@dataclass(frozen=True)
+class KindResult:
+    """One planted kind over every run."""
+
+    kind: Kind
+    runs: int
+    delays: List[int]
+    """Planted calls that had run when the first flag came, one per caught run."""
+    by_detector: Dict[str, List[int]]
+    """The same per detector (``tool_warning``: the first tool warning), one per run it flagged."""
+    first: Counter[str]
+    """Which detector and rule flagged first in each caught run (ties joined by ``+``)."""
+    flagging_before: int
+    """Runs where a detector already flagged the step before the loop began."""
+
+    @property
+    def caught(self) -> int:
+        """Runs a detector flagged within the planted steps."""
+        return len(self.delays)
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """A profile's numbers; ``clean`` and ``kinds`` are None when it is not available."""
+
+    name: str
+    clean: Optional[CleanResult]
+    kinds: Optional[List[KindResult]]
+
+
+def _key(finding: Finding) -> str:
+    return "tool_warning" if finding.level == WARNING else finding.detector
+
+
+def measure_clean(build: Callable[[], Detectors], runs: Sequence[Run]) -> CleanResult:
+    """Replay every run as recorded."""
+    by_detector: Counter[str] = Counter()
+    findings: Dict[str, Counter[str]] = {key: Counter() for key in COLUMNS}
+    flagged = 0
+    for run in runs:
+        seen: Dict[str, Set[str]] = {}
+        for finding in replay(run, build()):
+            seen.setdefault(_key(finding), set()).add(f"{finding.kind}: {finding.message}")
+        flagged += any(key in seen for key in DETECTORS)
+        by_detector.update(seen.keys())
+        for key, messages in seen.items():
+            findings[key].update(messages)
+    return CleanResult(len(runs), flagged, dict(by_detector), findings)
+
+
+def _label(finding: Finding) -> str:
+    # A chant is always repeated_output; the other detectors have several rules.
+    return finding.detector if finding.detector == "chant" else f"{finding.detector}/{finding.kind}"
+
+
+def _delay(finding: Finding, start: int) -> int:
+    # Planted calls that had run: a blocked call, or one whose answer was flagged, has not.
+    return finding.step - start + finding.after_call
+
+
+def measure_kind(build: Callable[[], Detectors], kind: Kind, planted: Sequence[Planted]) -> KindResult:
+    """Replay every run with its planted loop; only findings on planted steps count."""
+    by_detector: Dict[str, List[int]] = {key: [] for key in COLUMNS}
+    first_flags: Counter[str] = Counter()
+    delays: List[int] = []
+    flagging_before = 0
+    for one in planted:
+        within: Dict[str, Finding] = {}
+        before = False
+        for finding in replay(one.run, build()):
+            if finding.step >= one.start + one.length:
+                break
+            if finding.step < one.start:
+                before = before or (finding.step == one.start - 1 and finding.level == CRITICAL)
+                continue
+            within.setdefault(_key(finding), finding)
+        flagging_before += before
+        for key, finding in within.items():
+            by_detector[key].append(_delay(finding, one.start))
+        flags = [within[name] for name in DETECTORS if name in within]
+        if flags:
+            delays.append(min(_delay(flag, one.start) for flag in flags))
+            first_flags["+".join(_label(flag) for flag in flags if _delay(flag, one.start) == delays[-1])] += 1
+    return KindResult(kind, len(planted), delays, by_detector, first_flags, flagging_before)
+
+
+def measure(profile: Profile, runs: Sequence[Run], planted: Dict[str, List[Planted]]) -> ProfileResult:
+    """A profile's numbers on the clean runs and on every planted kind."""
+    if profile.build is None:
+        return ProfileResult(profile.name, None, None)
+    kinds = [measure_kind(profile.build, kind, planted[kind.name]) for kind in KINDS]
+    return ProfileResult(profile.name, measure_clean(profile.build, runs), kinds)
+
+
+# --- tables -----------------------------------------------------------------------------------
+
+NOT_AVAILABLE = "not yet available"
+_DETECTOR_LABELS = {
+    "session": "session (`DoomLoopDetector`)",
+    "tool_loop": "tool loop, critical (blocked call)",
+    "tool_warning": "tool loop, warning",
+    "chant": "chant (`ChantDetector`)",
+}
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool) -> str:
+    if markdown:
+        lines = [headers, ["---"] * len(headers), *rows]
+        return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+    widths = [max(len(cells[i]) for cells in [headers, *rows]) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip() for cells in [headers, *rows]
+    )
+
+
+def _share(count: int, total: int) -> str:
+    return f"{count}/{total}"
+
+
+def _caught(delays: Sequence[int], total: int) -> str:
+    return _share(len(delays), total) + (f", delay {_delays(delays)}" if delays else "")
+
+
+def _delays(delays: Sequence[int]) -> str:
+    return "-" if not delays else f"{statistics.median(delays):g} / {max(delays)}"
+
+
+def summary_tables(results: Sequence[ProfileResult], markdown: bool) -> str:
+    """The clean-run and planted-kind tables, one column per profile."""
+    names = [result.name for result in results]
+    clean_rows = [["any (session, blocked call or chant)"] + [_clean_cell(result, None) for result in results]]
+    clean_rows += [[_DETECTOR_LABELS[key]] + [_clean_cell(result, key) for result in results] for key in _DETECTOR_LABELS]
+    kind_rows = []
+    for index, kind in enumerate(KINDS):
+        cells = [kind.label]
+        for result in results:
+            if result.kinds is None:
+                cells.append(NOT_AVAILABLE)
+            else:
+                one = result.kinds[index]
+                cells.append(_caught(one.delays, one.runs))
+        kind_rows.append(cells)
+    return "\n\n".join(
+        [
+            "Clean runs flagged:",
+            _table(["detector", *names], clean_rows, markdown),
+            f"Planted loops caught within the planted steps ({LOOP_STEPS}; the chant is one answer), delay median / max:",
+            _table(["planted kind", *names], kind_rows, markdown),
+        ]
+    )
+
+
+def _clean_cell(result: ProfileResult, key: Optional[str]) -> str:
+    if result.clean is None:
+        return NOT_AVAILABLE
+    count = result.clean.flagged if key is None else result.clean.by_detector.get(key, 0)
+    return _share(count, result.clean.runs)
+
+
+def detail_tables(result: ProfileResult, markdown: bool, top: int = 5) -> str:
+    """A profile's planted kinds by detector, and its most common findings on clean runs."""
+    if result.clean is None or result.kinds is None:
+        return f"{result.name}: {NOT_AVAILABLE}"
+    headers = ["planted kind", "caught", "session", "tool loop", "chant", "tool warning", "first to flag", "flagging before"]
+    rows = [
+        [
+            one.kind.label,
+            _caught(one.delays, one.runs),
+            *(_caught(one.by_detector[key], one.runs) for key in COLUMNS),
+            ", ".join(f"{name} {count}" for name, count in one.first.most_common()) or "-",
+            _share(one.flagging_before, one.runs),
+        ]
+        for one in result.kinds
+    ]
+    finding_rows = [
+        [_DETECTOR_LABELS[key], str(count), finding]
+        for key, counter in result.clean.findings.items()
+        for finding, count in counter.most_common(top)
+    ]
+    parts = [f"{result.name}: planted loops by detector", _table(headers, rows, markdown)]
+    parts.append(f"{result.name}: the most common findings on the clean runs")
+    parts.append(_table(["detector", "runs with it", "finding"], finding_rows, markdown) if finding_rows else "none")
+    return "\n\n".join(parts)
+
+
+# --- command line -----------------------------------------------------------------------------
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="a run file (.jsonl, .jsonl.gz); default: the public corpus")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the planting (default 0)")
+    parser.add_argument("--markdown", action="store_true", help="print markdown tables")
+    args = parser.parse_args(argv)
+
+    began = time.perf_counter()
+    runs = list(read_runs(args.corpus))
+    planted = {kind.name: planted_runs(runs, kind, args.seed) for kind in KINDS}
+    results = [measure(profile, runs, planted) for profile in PROFILES]
+    seconds = time.perf_counter() - began
+
+    print(f"{len(runs)} runs from {args.corpus.name}, seed {args.seed}, {seconds:.1f} s\n")
+    print(summary_tables(results, args.markdown))
+    for result in results:
+        print()
+        print(detail_tables(result, args.markdown))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
