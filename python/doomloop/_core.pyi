@@ -30,6 +30,7 @@ __all__ = [
     "check_settings",
     "fingerprint",
     "settings_of",
+    "snapshot_settings",
     "tool_result_hash",
 ]
 __version__: str
@@ -48,6 +49,10 @@ def settings_of(owner: str, /) -> Tuple[Tuple[str, Any, Any, Any], ...]:
     """The engine's settings of a config class (``"DoomLoopConfig"``, ``"LoopDetectionConfig"``,
     ``"PostCompactionGuard"``): ``(name, default, minimum, maximum)`` each, in constructor
     order (bounds None for switches)."""
+
+def snapshot_settings(owner: str, data: Union[bytes, bytearray, memoryview], /) -> Tuple[Any, ...]:
+    """The settings values (checked) of a snapshot made by a detector whose config class is
+    ``owner``; :class:`doomloop.SnapshotError` if ``data`` is not such a snapshot."""
 
 def check_settings(owner: str, values: Tuple[Any, ...], /) -> Tuple[Any, ...]:
     """``values`` (one per setting of ``owner``, in order) checked: TypeError for a value of
@@ -260,6 +265,10 @@ class ToolLoopEngine:
         """Records in the history now."""
     @property
     def _warning_keys(self) -> int: ...
+    def to_bytes(self) -> bytes:
+        """The detector's state and config as a snapshot (docs/snapshots.md): compact,
+        versioned and checksummed; the extension points are not part of it."""
+    def _restore(self, data: Union[bytes, bytearray, memoryview], /) -> None: ...
     @property
     def _setting_fixes(self) -> list[str]:
         """How the thresholds were reordered at construction (empty when they were ordered)."""

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "DoomLoopError"]
+__all__ = ["ConfigError", "DoomLoopError", "SnapshotError"]
 
 
 class DoomLoopError(Exception):
@@ -18,3 +18,8 @@ class ConfigError(DoomLoopError, ValueError):
     def __init__(self, path: str, problem: str) -> None:
         super().__init__(f"{path}: {problem}")
         self.path = path
+
+
+class SnapshotError(DoomLoopError, ValueError):
+    """Snapshot data that cannot be restored: corrupt, truncated, of another detector kind or
+    config schema, or of a newer format than this doomloop reads. The message says which."""

@@ -10,7 +10,7 @@ The verdict types (:class:`LoopVerdict`, :class:`ToolCallDecision`, :class:`Tool
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from . import _log
 from ._core import (
@@ -21,6 +21,7 @@ from ._core import (
     ToolCallDecision,
     ToolLoopEngine,
     ToolOutcome,
+    snapshot_settings,
     tool_result_hash,
 )
 from .tool_loop_config import LoopDetectionConfig
@@ -113,12 +114,17 @@ class ToolLoopDetector(ToolLoopEngine):
 
     Thread-safe: one detector shared by many threads loses no update (each call's detect,
     decide and record happen under one lock). Memory is fixed by ``history_size``.
+
+    :meth:`to_bytes` saves the state and config (not the extension points, which may be
+    callables) and :meth:`from_bytes` restores it; ``copy``, ``deepcopy`` and ``pickle`` go
+    through them and carry the extension points along (pickling needs them picklable).
     """
 
-    __slots__ = ("config", "raise_on_compaction_loop")
+    __slots__ = ("_extensions", "config", "raise_on_compaction_loop")
 
     config: LoopDetectionConfig
     raise_on_compaction_loop: bool
+    _extensions: Dict[str, Any]
 
     def __new__(
         cls,
@@ -146,7 +152,31 @@ class ToolLoopDetector(ToolLoopEngine):
             _log.warning("loop detection: %s", fix)
         self.config = config
         self.raise_on_compaction_loop = raise_on_compaction_loop
+        self._extensions = extensions
         return self
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, raise_on_compaction_loop: bool = False, **extensions: Any) -> ToolLoopDetector:
+        """The detector a :meth:`to_bytes` snapshot saved: same config, same state, so it
+        answers every continuation as the original would. ``extensions`` are the extension
+        points of the constructor (a snapshot does not carry them). Raises
+        :class:`~doomloop.SnapshotError` naming what is wrong with ``data``."""
+        unknown = set(extensions) - _EXTENSIONS
+        if unknown:
+            raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+        config = LoopDetectionConfig(*snapshot_settings("LoopDetectionConfig", data))
+        self = cls(config, raise_on_compaction_loop=raise_on_compaction_loop, **extensions)
+        self._restore(data)
+        return self
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_restored, (type(self), self.to_bytes(), self.raise_on_compaction_loop, self._extensions))
+
+    def __copy__(self) -> ToolLoopDetector:
+        return _restored(type(self), self.to_bytes(), self.raise_on_compaction_loop, self._extensions)
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> ToolLoopDetector:
+        return self.__copy__()
 
     @classmethod
     def from_openclaw(cls, cfg: Optional[Mapping[str, Any]], agent_id: Optional[str] = None, **options: Any) -> ToolLoopDetector:
@@ -170,6 +200,11 @@ class ToolLoopDetector(ToolLoopEngine):
 
     def __sizeof__(self) -> int:
         return object.__sizeof__(self) + self._state_size()
+
+
+def _restored(cls: type, data: bytes, raise_on_compaction_loop: bool, extensions: Dict[str, Any]) -> Any:
+    # Module-level, so pickle can name it.
+    return cls.from_bytes(data, raise_on_compaction_loop=raise_on_compaction_loop, **extensions)
 
 
 class PostCompactionGuard(GuardEngine):

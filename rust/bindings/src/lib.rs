@@ -4,6 +4,7 @@
 
 mod canonical;
 mod chant;
+mod errors;
 mod session;
 mod settings;
 mod tool_loop;
@@ -19,7 +20,7 @@ mod _core {
     use crate::session::SessionEngine;
 
     #[pymodule_export]
-    use crate::settings::{check_settings, settings_of};
+    use crate::settings::{check_settings, settings_of, snapshot_settings};
 
     #[pymodule_export]
     const MAX_CYCLE_PERIOD: u64 = doomloop_engine::session::MAX_CYCLE_PERIOD;

@@ -1,33 +1,15 @@
-//! The detectors' settings at the boundary: Python values read into the engine's `Given`,
-//! checked by `doomloop_engine::settings`, and every `SettingError` mapped once to a Python
-//! exception (`TypeError`, or `doomloop.errors.ConfigError`).
+//! The detectors' settings at the boundary: Python values read into the engine's `Given` and
+//! checked by `doomloop_engine::settings` (refusals become Python exceptions in `errors`).
 
-use doomloop_engine::settings::{self, Given, Kind, Schema, SettingError, Value};
+use doomloop_engine::settings::{self, Given, Kind, Schema, Value};
+use doomloop_engine::snapshot::{self, SnapshotKind};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyFloat, PyInt, PyTuple, PyType};
+use pyo3::types::{PyBool, PyFloat, PyInt, PyTuple};
 
 use crate::canonical::is_huge_negative;
+use crate::errors::{setting_error, snapshot_bytes, snapshot_error};
 use crate::tool_results::type_name;
-
-static CONFIG_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-
-/// The Python exception for a refused setting.
-pub fn setting_error(py: Python<'_>, error: SettingError) -> PyErr {
-    match &error {
-        SettingError::TypeMismatch { .. } | SettingError::UnknownSetting { .. } => {
-            PyTypeError::new_err(error.to_string())
-        }
-        SettingError::OutOfRange { path, problem } => match CONFIG_ERROR.import(py, "doomloop.errors", "ConfigError") {
-            Ok(class) => match class.call1((path.as_str(), problem.as_str())) {
-                Ok(instance) => PyErr::from_value(instance),
-                Err(err) => err,
-            },
-            Err(err) => err,
-        },
-    }
-}
 
 /// Size in bits of an int beyond `i128` (`int`'s own method: a subclass's is not asked).
 fn bits(int: &Bound<'_, PyInt>) -> u64 {
@@ -64,7 +46,7 @@ fn given<'a>(value: &Bound<'_, PyAny>, type_name_slot: &'a mut String) -> Given<
     Given::Other(type_name_slot)
 }
 
-fn to_python(py: Python<'_>, value: Value) -> PyResult<Py<PyAny>> {
+pub fn to_python(py: Python<'_>, value: Value) -> PyResult<Py<PyAny>> {
     Ok(match value {
         Value::Count(n) => n.into_pyobject(py)?.into_any().unbind(),
         Value::Number(x) => x.into_pyobject(py)?.into_any().unbind(),
@@ -96,7 +78,7 @@ pub fn checked_one(schema: &'static Schema, value: &Bound<'_, PyAny>) -> PyResul
     }
 }
 
-fn schema(owner: &str) -> PyResult<&'static Schema> {
+pub fn schema(owner: &str) -> PyResult<&'static Schema> {
     [&settings::SESSION, &settings::TOOL_LOOP, &settings::GUARD]
         .into_iter()
         .find(|schema| schema.owner == owner)
@@ -146,4 +128,25 @@ pub fn settings_of<'py>(py: Python<'py>, owner: &str) -> PyResult<Bound<'py, PyT
         })
         .collect::<PyResult<Vec<_>>>()?;
     PyTuple::new(py, rows)
+}
+
+/// The settings values a snapshot was made with (checked), for building its detector's config
+/// before the state is restored. `owner` names the config class.
+#[pyfunction]
+#[pyo3(signature = (owner, data, /))]
+pub fn snapshot_settings<'py>(owner: &str, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    let py = data.py();
+    let schema = schema(owner)?;
+    let kind = match owner {
+        "DoomLoopConfig" => SnapshotKind::Session,
+        "LoopDetectionConfig" => SnapshotKind::ToolLoop,
+        _ => SnapshotKind::Chant,
+    };
+    let data = snapshot_bytes(data)?;
+    let values = snapshot::settings_of(&data, kind, schema).map_err(|e| snapshot_error(py, e))?;
+    let objects = values
+        .into_iter()
+        .map(|value| to_python(py, value))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyTuple::new(py, objects)
 }

@@ -9,18 +9,20 @@
 use std::sync::{Mutex, MutexGuard};
 
 use doomloop_engine::settings::{GUARD, TOOL_LOOP};
+use doomloop_engine::snapshot::Snapshot;
 use doomloop_engine::tool_loop::{
     compaction_message, CompactionGuard, Decision, Detector, Finding, GuardVerdict as EngineGuardVerdict, Level,
-    LoopConfig, NamedSession, COMPACTION_DETECTOR,
+    NamedSession, COMPACTION_DETECTOR,
 };
 use doomloop_engine::tool_result::{VETO_REASON, VETO_STATUS};
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::canonical::fingerprint_str;
 use crate::chant::lock;
+use crate::errors::{snapshot_bytes, snapshot_error};
 use crate::settings::{checked, checked_one};
 use crate::tool_results::{normalise, parse_call, type_name, Call, CallMemo, Normalised, Rules};
 
@@ -355,15 +357,35 @@ impl ToolLoopEngine {
                 return Err(PyTypeError::new_err(format!("{name} must be callable")));
             }
         }
-        let (config, fixes) = LoopConfig::from_values(&checked(&TOOL_LOOP, settings)?);
+        let (session, fixes) = NamedSession::new(checked(&TOOL_LOOP, settings)?);
         Ok(ToolLoopEngine {
-            state: Mutex::new(NamedSession::new(config)),
+            state: Mutex::new(session),
             rules: Rules::from_options(tool_aliases, known_poll_tools, volatile_keys, normalisers, send_like)?,
             memo: Mutex::default(),
             on_loop: _on_loop,
             on_compaction_loop: _on_compaction_loop,
             fixes,
         })
+    }
+
+    /// The detector's state and settings as a snapshot (docs/snapshots.md); the extension
+    /// points are not part of it.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let data = self.lock(py).to_snapshot();
+        PyBytes::new(py, &data)
+    }
+
+    /// Replace the state with a snapshot's (made under the same settings); on any error the
+    /// state is left as it was.
+    fn _restore(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let data = snapshot_bytes(data)?;
+        let restored = NamedSession::from_snapshot(&data).map_err(|e| snapshot_error(py, e))?;
+        let mut state = self.lock(py);
+        if restored.settings() != state.settings() {
+            return Err(PyValueError::new_err("the snapshot's settings are not this detector's"));
+        }
+        *state = restored;
+        Ok(())
     }
 
     /// How the thresholds were reordered at construction, as OpenClaw's run time reorders

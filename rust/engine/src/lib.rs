@@ -8,6 +8,7 @@ pub mod names;
 pub mod ring;
 pub mod session;
 pub mod settings;
+pub mod snapshot;
 pub mod tool_loop;
 pub mod tool_result;
 pub mod unknown_tool;

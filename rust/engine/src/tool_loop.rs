@@ -11,7 +11,8 @@ use std::collections::VecDeque;
 use crate::fingerprint::hash_two;
 use crate::names::NameTable;
 use crate::ring::Ring;
-use crate::settings::{Value, TOOL_LOOP};
+use crate::settings::{Schema, Value, TOOL_LOOP};
+use crate::snapshot::{invalid, Reader, Snapshot, SnapshotError, SnapshotKind, Writer};
 
 /// OpenClaw's warning bucket width: a key is re-emitted when `count / 10` grows.
 pub const WARNING_BUCKET_SIZE: u32 = 10;
@@ -858,6 +859,8 @@ impl Scan {
 /// the session's (through `Deref`); every update goes through here, so no record lacks its name.
 #[derive(Clone, Debug)]
 pub struct NamedSession {
+    /// The checked `settings::TOOL_LOOP` values the session was built from.
+    settings: Vec<Value>,
     session: ToolLoopSession<()>,
     names: NameTable,
 }
@@ -871,11 +874,20 @@ impl std::ops::Deref for NamedSession {
 }
 
 impl NamedSession {
-    pub fn new(config: LoopConfig) -> Self {
-        NamedSession {
+    /// A session from checked `settings::TOOL_LOOP` values, and how its thresholds were
+    /// reordered (see [`LoopConfig::from_values`]).
+    pub fn new(settings: Vec<Value>) -> (Self, Vec<String>) {
+        let (config, fixes) = LoopConfig::from_values(&settings);
+        let session = NamedSession {
+            settings,
             session: ToolLoopSession::new(config),
             names: NameTable::default(),
-        }
+        };
+        (session, fixes)
+    }
+
+    pub fn settings(&self) -> &[Value] {
+        &self.settings
     }
 
     fn remember(&mut self, digest: u64, name: &str) {
@@ -943,6 +955,107 @@ impl NamedSession {
     /// Bytes held on the heap: the session's and the names'.
     pub fn heap_bytes(&self) -> usize {
         self.session.heap_bytes() + self.names.heap_bytes()
+    }
+}
+
+/// Longest tool name a snapshot may carry (names are display text; real ones are short).
+const MAX_SNAPSHOT_NAME: usize = 1 << 16;
+
+impl Snapshot for NamedSession {
+    const KIND: SnapshotKind = SnapshotKind::ToolLoop;
+
+    fn schema() -> &'static Schema {
+        &TOOL_LOOP
+    }
+
+    fn write_body(&self, w: &mut Writer) {
+        w.settings(&self.settings);
+        let s = &self.session;
+        let records: Vec<&Record<()>> = s.history.iter_newest_first().collect();
+        w.len(records.len());
+        for r in records.into_iter().rev() {
+            for digest in [r.tool, r.args, r.run, r.call_id, r.result, r.unknown] {
+                w.u64(digest);
+            }
+            w.u8(r.flags);
+        }
+        w.len(s.buckets.entries.len());
+        for &(key, bucket) in &s.buckets.entries {
+            w.u64(key);
+            w.u32(bucket);
+        }
+        w.u32(s.guard.remaining);
+        w.len(s.guard.window.len());
+        for &(tool, args, result) in &s.guard.window {
+            w.u64(tool);
+            w.u64(args);
+            w.u64(result);
+        }
+        w.len(self.names.len());
+        for (digest, name) in self.names.iter() {
+            w.u64(digest);
+            w.str(name);
+        }
+    }
+
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, SnapshotError> {
+        let (mut state, _) = NamedSession::new(r.settings(&TOOL_LOOP)?);
+        let s = &mut state.session;
+        let records = r.len("the history", s.history.capacity())?;
+        for _ in 0..records {
+            let mut digests = [0u64; 6];
+            for digest in &mut digests {
+                *digest = r.u64("a record")?;
+            }
+            let flags = r.u8("a record")?;
+            if flags & !(HAS_RUN | HAS_CALL_ID | HAS_RESULT | HAS_UNKNOWN) != 0 {
+                return Err(invalid(format!("a record has unknown flags {flags:#x}")));
+            }
+            let [tool, args, run, call_id, result, unknown] = digests;
+            s.history.push(Record {
+                tool,
+                args,
+                run,
+                call_id,
+                result,
+                unknown,
+                flags,
+                payload: (),
+            });
+        }
+        let keys = r.len("the warning keys", MAX_WARNING_KEYS)?;
+        for _ in 0..keys {
+            let key = r.u64("a warning key")?;
+            let bucket = r.u32("a warning key")?;
+            s.buckets.entries.push_back((key, bucket));
+        }
+        let window_size = s.guard.window_size as usize;
+        let remaining = r.u32("the guard")?;
+        let seen = r.len("the guard window", window_size)?;
+        // While armed every attempt used is in the window; once over, the window is freed.
+        let consistent = remaining as usize + seen == window_size || (remaining == 0 && seen == 0);
+        if !consistent {
+            return Err(invalid(format!(
+                "the guard has {remaining} attempts left after {seen} of a window of {window_size}"
+            )));
+        }
+        s.guard.remaining = remaining;
+        for _ in 0..seen {
+            let triple = (
+                r.u64("the guard window")?,
+                r.u64("the guard window")?,
+                r.u64("the guard window")?,
+            );
+            s.guard.window.push(triple);
+        }
+        let limit = 4 * s.history.capacity() + 16;
+        let names = r.len("the names", limit)?;
+        for _ in 0..names {
+            let digest = r.u64("a name")?;
+            let name = r.str("a name", MAX_SNAPSHOT_NAME)?;
+            state.names.remember(digest, name, usize::MAX, std::iter::empty);
+        }
+        Ok(state)
     }
 }
 
@@ -1280,5 +1393,46 @@ mod tests {
         g.observe(1, 1, 2);
         assert_eq!(g.observe(1, 1, 1), GuardVerdict::Continue);
         assert_eq!(g.remaining(), 0);
+    }
+
+    #[test]
+    fn a_restored_session_answers_as_the_original() {
+        use crate::settings::TOOL_LOOP;
+        let mut values = TOOL_LOOP.defaults();
+        values[TOOL_LOOP.index("warning_threshold").unwrap()] = Value::Count(3);
+        values[TOOL_LOOP.index("critical_threshold").unwrap()] = Value::Count(5);
+        let (mut original, _) = NamedSession::new(values);
+        let (a, b) = (key("read", 1), key("list", 2));
+        let name_of = |i: u64| if i % 2 == 0 { "read" } else { "list" };
+        original.arm_guard();
+        for i in 0..4 {
+            let k = if i % 2 == 0 { &a } else { &b };
+            original.before_call(k, Some(i), name_of(i));
+            let ghost = Outcome {
+                result: 7,
+                unknown: Some(99),
+            };
+            original.after_call(k, Some(i), Some(ghost), name_of(i), Some("ghost"));
+        }
+        let data = original.to_snapshot();
+        let mut twin = NamedSession::from_snapshot(&data).unwrap();
+        assert_eq!(twin.to_snapshot(), data);
+        for i in 4..12 {
+            let k = if i % 2 == 0 { &a } else { &b };
+            let name = name_of(i);
+            let (d1, d2) = (original.before_call(k, None, name), twin.before_call(k, None, name));
+            assert_eq!(
+                (d1.blocked, d1.emit_warning, d1.finding),
+                (d2.blocked, d2.emit_warning, d2.finding)
+            );
+            if let Some(f) = d1.finding {
+                assert_eq!(original.source_names(&f), twin.source_names(&f));
+            }
+            let g1 = original.after_call(k, None, outcome(7), name, None);
+            assert_eq!(g1, twin.after_call(k, None, outcome(7), name, None));
+        }
+        let mut cut = data.clone();
+        cut.truncate(data.len() - 9);
+        assert!(NamedSession::from_snapshot(&cut).is_err());
     }
 }

@@ -1,0 +1,146 @@
+"""Snapshots: a restored detector answers every continuation as its never-snapshotted twin,
+and bad data is a SnapshotError naming what is wrong (never a crash or a half-restored
+detector)."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from typing import Any, List, Tuple
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from doomloop import LoopDetectionConfig, SnapshotError, ToolLoopDetector
+
+TOOLS = ["read", "list", "exec", "process"]
+# (tool, params, result, error, run id, call id, arm the guard first)
+Step = Tuple[str, Any, Any, Any, Any, Any, bool]
+
+steps = st.tuples(
+    st.sampled_from(TOOLS),
+    st.one_of(st.none(), st.fixed_dictionaries({"p": st.integers(0, 2)}), st.fixed_dictionaries({"action": st.just("poll")})),
+    st.one_of(st.none(), st.sampled_from(["same", "other", {"content": [{"type": "text", "text": "t"}]}])),
+    st.one_of(st.none(), st.just("Tool ghost not found")),
+    st.one_of(st.none(), st.sampled_from(["r1", "r2"])),
+    st.one_of(st.none(), st.sampled_from(["c1", "c2"])),
+    st.booleans(),
+)
+
+
+def _answers(detector: ToolLoopDetector, script: List[Step]) -> List[Any]:
+    out: List[Any] = []
+    for tool, params, result, error, run, call_id, arm in script:
+        if arm:
+            out.append(detector.arm_post_compaction())
+        decision = detector.before_tool_call(tool, params, run_id=run, tool_call_id=call_id)
+        out.append((decision.blocked, decision.emit_warning, decision.verdict.to_dict()))
+        if not decision.blocked:
+            outcome = detector.after_tool_call(tool, params, result=result, error=error, run_id=run, tool_call_id=call_id)
+            out.append((outcome.result_hash, outcome.unknown_tool_name, repr(outcome.guard)))
+    out.append((detector.history_len, detector.guard_remaining, detector._warning_keys))
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    before=st.lists(steps, max_size=40),
+    after=st.lists(steps, max_size=30),
+    thresholds=st.tuples(st.integers(1, 4), st.integers(1, 6), st.integers(1, 9), st.integers(2, 12)),
+)
+def test_a_restored_tool_loop_detector_answers_as_its_twin(
+    before: List[Step], after: List[Step], thresholds: Tuple[int, int, int, int]
+) -> None:
+    warning, critical, unknown, history = thresholds
+    config = LoopDetectionConfig(
+        warning_threshold=warning,
+        critical_threshold=critical,
+        unknown_tool_threshold=unknown,
+        history_size=history,
+        global_circuit_breaker_threshold=critical + 3,
+    )
+    original, twin = ToolLoopDetector(config), ToolLoopDetector(config)
+    assert _answers(original, before) == _answers(twin, before)
+    data = twin.to_bytes()
+    restored = ToolLoopDetector.from_bytes(data)
+    assert restored.config == config
+    assert restored.to_bytes() == data
+    assert _answers(restored, after) == _answers(original, after)
+
+
+def _busy_detector() -> ToolLoopDetector:
+    detector = ToolLoopDetector(warning_threshold=2, critical_threshold=4)
+    detector.arm_post_compaction()
+    for i in range(6):
+        detector.before_tool_call("read", {"p": i % 2})
+        detector.after_tool_call("read", {"p": i % 2}, result="same", error="Tool ghost not found" if i == 3 else None)
+    return detector
+
+
+def test_copy_deepcopy_and_pickle_restore_the_state() -> None:
+    detector = _busy_detector()
+    data = detector.to_bytes()
+    for twin in (copy.copy(detector), copy.deepcopy(detector), pickle.loads(pickle.dumps(detector))):
+        assert type(twin) is ToolLoopDetector and twin is not detector
+        assert twin.to_bytes() == data
+
+
+def test_extension_points_are_passed_again_and_carried_by_copies() -> None:
+    aliases = {"bash": "exec"}
+    detector = ToolLoopDetector(tool_aliases=aliases, raise_on_compaction_loop=True)
+    detector.before_tool_call("bash", {"command": "ls"})
+    twin = copy.deepcopy(detector)
+    assert twin.raise_on_compaction_loop and twin.to_bytes() == detector.to_bytes()
+    assert twin.before_tool_call("bash", {"command": "ls"}).verdict == detector.before_tool_call("exec", {"command": "ls"}).verdict
+    with pytest.raises(TypeError, match="unknown option"):
+        ToolLoopDetector.from_bytes(detector.to_bytes(), tool_alias={})
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda b: b[:-1], "truncated or padded"),
+        (lambda b: b[:10], "truncated or padded|ends inside"),
+        (lambda b: b"", "not a doomloop snapshot"),
+        (lambda b: b"{}" + b, "not a doomloop snapshot"),
+        (lambda b: b + b"\0", "truncated or padded"),
+        (lambda b: b[:4] + b"\x09\x00" + b[6:], "format version 9 is newer"),
+        (lambda b: b[:6] + b"\x01" + b[7:], "DoomLoopDetector snapshot cannot restore a ToolLoopDetector"),
+        (lambda b: b[:6] + b"\x07" + b[7:], "unknown snapshot kind 7"),
+        (lambda b: b[:30] + bytes([b[30] ^ 1]) + b[31:], "checksum"),
+    ],
+)
+def test_bad_data_is_a_snapshot_error_naming_the_problem(mutate: Any, message: str) -> None:
+    data = mutate(_busy_detector().to_bytes())
+    with pytest.raises(SnapshotError, match=message) as caught:
+        ToolLoopDetector.from_bytes(data)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_every_truncation_and_flipped_byte_is_refused() -> None:
+    data = _busy_detector().to_bytes()
+    for n in range(len(data)):
+        with pytest.raises(SnapshotError):
+            ToolLoopDetector.from_bytes(data[:n])
+    for i in range(len(data)):
+        with pytest.raises(SnapshotError):
+            ToolLoopDetector.from_bytes(data[:i] + bytes([data[i] ^ 0x40]) + data[i + 1 :])
+
+
+def test_a_failed_restore_leaves_the_detector_as_it_was() -> None:
+    detector = _busy_detector()
+    data = detector.to_bytes()
+    with pytest.raises(SnapshotError):
+        detector._restore(data[:-2])
+    other = ToolLoopDetector(warning_threshold=3).to_bytes()
+    with pytest.raises(ValueError, match="settings"):
+        detector._restore(other)
+    assert detector.to_bytes() == data
+
+
+def test_snapshot_input_types() -> None:
+    data = _busy_detector().to_bytes()
+    for form in (bytearray(data), memoryview(data)):
+        assert ToolLoopDetector.from_bytes(form).to_bytes() == data  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="bytes, bytearray or memoryview"):
+        ToolLoopDetector.from_bytes(data.hex())  # type: ignore[arg-type]
