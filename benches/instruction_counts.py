@@ -59,6 +59,27 @@ SCENARIOS = {
         "d = doomloop.ChantDetector(); feed = d.feed; pieces = [f'tok{i} ' for i in range(1000)]",
         "[feed(p) for p in pieces]; d.reset()",
     ),
+    "blocked": (
+        "before_tool_call + after_tool_call of a call blocked as a loop (the same call again)",
+        1,
+        20_000,
+        "d = doomloop.ToolLoopDetector(); before, after = d.before_tool_call, d.after_tool_call\n"
+        "params = {'command': 'ls', 'cwd': '/w'}\n"
+        "for _ in range(30): before('read', params); after('read', params, result='same')",
+        "x = before('read', params); after('read', params, result=x.blocked_result)",
+    ),
+    "warned": (
+        "before_tool_call + after_tool_call of a call in a warned ping-pong",
+        1,
+        20_000,
+        "d = doomloop.ToolLoopDetector(critical_threshold=10**6, global_circuit_breaker_threshold=10**6 + 1)\n"
+        "before, after = d.before_tool_call, d.after_tool_call\n"
+        "calls = [('read', {'p': 1}), ('list', {'p': 2})]\n"
+        "for i in range(12): t, p = calls[i % 2]; before(t, p); after(t, p, result=t)",
+        "t, p = calls[i % 2]; before(t, p); after(t, p, result=t)",
+    ),
+    "new_session": ("DoomLoopDetector()", 1, 5_000, "", "doomloop.DoomLoopDetector()"),
+    "new_tool": ("ToolLoopDetector()", 1, 5_000, "", "doomloop.ToolLoopDetector()"),
     "import": ("import doomloop", 1, 1, "", ""),
 }
 

@@ -12,6 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .chant import ChantDetector as ChantDetector, ChantEvent as ChantEvent, ChantingDetected as ChantingDetected
     from .errors import ConfigError as ConfigError, DoomLoopError as DoomLoopError, SnapshotError as SnapshotError
+    from .events import LoopEvent as LoopEvent
     from .openclaw import normalize_agent_id as normalize_agent_id, resolve_openclaw_block as resolve_openclaw_block
     from .stream import (
         guard_chat_stream as guard_chat_stream,
@@ -48,6 +49,7 @@ _EXPORTS = {
     "DoomLoopError": "errors",
     "ConfigError": "errors",
     "SnapshotError": "errors",
+    "LoopEvent": "events",
     "normalize_agent_id": "openclaw",
     "resolve_openclaw_block": "openclaw",
     "guard_chat_stream": "stream",

@@ -70,7 +70,7 @@ class SessionEngine:
         /,
         *,
         clock: Optional[Callable[[], float]] = None,
-        _on_episode: Optional[Callable[[str], object]] = None,
+        _on_episode: Optional[Callable[[str, str, int], object]] = None,
     ) -> Self: ...
     def start_session(self) -> None:
         """Start the clock and clear history, markers, plan states, attempts, events, backoff."""
@@ -225,7 +225,8 @@ class ToolLoopEngine:
         normalisers: Optional[dict[str, Callable[[Any, Optional[Mapping[str, Any]]], Any]]] = None,
         send_like: Optional[Callable[[str, Optional[Mapping[str, Any]]], bool]] = None,
         _on_loop: Optional[Callable[[ToolCallDecision], object]] = None,
-        _on_compaction_loop: Optional[Callable[[ToolOutcome], object]] = None,
+        _on_event: Optional[Callable[[ToolCallDecision, Optional[str]], object]] = None,
+        _on_compaction_loop: Optional[Callable[[ToolOutcome, Optional[str]], object]] = None,
     ) -> Self: ...
     def check(self, tool: str, params: Optional[Mapping[str, Any]], *, run_id: Optional[str] = None) -> LoopVerdict:
         """The verdict for this call now, with no side effects."""
@@ -260,6 +261,10 @@ class ToolLoopEngine:
     ) -> ToolOutcome:
         """Record a finished call's outcome and feed it to the post-compaction guard."""
     def _arm(self) -> int: ...
+    def get_stats(self) -> dict[str, int]:
+        """Counts since the detector was built (O(1)): ``calls`` decided, ``warnings``
+        emitted, ``blocks`` (calls blocked), ``blocked_episodes``, ``outcomes`` recorded,
+        ``guard_aborts``, and ``history_len``."""
     @property
     def history_len(self) -> int:
         """Records in the history now."""
@@ -268,7 +273,7 @@ class ToolLoopEngine:
     def to_bytes(self) -> bytes:
         """The detector's state and config as a snapshot (docs/snapshots.md): compact,
         versioned and checksummed; the extension points are not part of it."""
-    def _restore(self, data: Union[bytes, bytearray, memoryview], /) -> None: ...
+    def _restore(self, data: Union[bytes, bytearray, memoryview]) -> None: ...
     @property
     def _setting_fixes(self) -> list[str]:
         """How the thresholds were reordered at construction (empty when they were ordered)."""

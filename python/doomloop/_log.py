@@ -13,6 +13,7 @@ TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     import logging
+    from typing import Any, Dict, Optional
 
 
 def _logger() -> logging.Logger:
@@ -24,9 +25,9 @@ def _logger() -> logging.Logger:
     return logger
 
 
-def warning(message: str, *args: object) -> None:
-    """Log a warning under the ``doomloop`` logger."""
-    _logger().warning(message, *args)
+def warning(message: str, *args: object, extra: Optional[Dict[str, Any]] = None) -> None:
+    """Log a warning under the ``doomloop`` logger (``extra``: structured fields of the record)."""
+    _logger().warning(message, *args, extra=extra)
 
 
 def info(message: str, *args: object) -> None:
@@ -34,6 +35,6 @@ def info(message: str, *args: object) -> None:
     _logger().info(message, *args)
 
 
-def error(message: str, *args: object) -> None:
-    """Log an error under the ``doomloop`` logger."""
-    _logger().error(message, *args)
+def error(message: str, *args: object, extra: Optional[Dict[str, Any]] = None) -> None:
+    """Log an error under the ``doomloop`` logger (``extra``: structured fields of the record)."""
+    _logger().error(message, *args, extra=extra)

@@ -9,10 +9,12 @@ descriptions, backoff sleeping and logging on top.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 from . import _log
 from ._core import SessionEngine
 from .enums import DoomLoopType, RecoveryAction
+from .events import LoopEvent, checked_callback, log_extra
 from .session_config import DoomLoopConfig
 
 # Configs are immutable: every default detector shares one.
@@ -24,6 +26,8 @@ TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional
+
+    from .events import EventCallback
 
 # The engine names loop types and rungs by their enum values.
 _LOOP_TYPES = {member.value: member for member in DoomLoopType}
@@ -76,9 +80,13 @@ class DoomLoopEvent:
         }
 
 
-def _log_episode(description: str) -> None:
-    # Called by the engine once per loop episode, with its lock released.
-    _log.warning("doom loop detected: %s", description)
+def _episode(
+    on_event: Optional[EventCallback], session_key: Optional[str], loop_type: str, description: str, actions: int
+) -> None:
+    # Called by the engine once per loop episode, with its lock released: log it and report it.
+    _log.warning("doom loop detected: %s", description, extra=log_extra(session_key))
+    if on_event is not None:
+        on_event(LoopEvent("session", loop_type, "critical", actions, description, session_key=session_key))
 
 
 class DoomLoopDetector(SessionEngine):
@@ -92,17 +100,37 @@ class DoomLoopDetector(SessionEngine):
         config: thresholds; ``None`` uses the documented defaults.
         clock: zero-argument callable returning seconds (default: a monotonic clock);
             elapsed time for RESOURCE_EXHAUSTION and stats is read from it.
+        on_event: ``callable(LoopEvent)`` called once per loop episode (a new loop type
+            found), with the lock released; what it raises propagates to the caller.
+        session_key: the gateway session this detector serves, carried by its events and,
+            as the structured ``extra`` field ``session_key``, by its log records.
+
+    Each loop episode is logged once (a warning under the ``doomloop`` logger).
     """
 
     config: DoomLoopConfig
+    on_event: Optional[EventCallback]
+    session_key: Optional[str]
 
-    def __new__(cls, config: Optional[DoomLoopConfig] = None, *, clock: Optional[Callable[[], float]] = None) -> DoomLoopDetector:
+    def __new__(
+        cls,
+        config: Optional[DoomLoopConfig] = None,
+        *,
+        clock: Optional[Callable[[], float]] = None,
+        on_event: Optional[EventCallback] = None,
+        session_key: Optional[str] = None,
+    ) -> DoomLoopDetector:
         if config is None:
             config = _DEFAULT_CONFIG
         elif not isinstance(config, DoomLoopConfig):
             raise TypeError(f"config must be a DoomLoopConfig or None, got {type(config).__name__}")
-        self = super().__new__(cls, config._values, clock=clock, _on_episode=_log_episode)
+        on_event = checked_callback(on_event)
+        if session_key is not None and not isinstance(session_key, str):
+            raise TypeError(f"session_key must be a str or None, got {type(session_key).__name__}")
+        self = super().__new__(cls, config._values, clock=clock, _on_episode=partial(_episode, on_event, session_key))
         self.config = config
+        self.on_event = on_event
+        self.session_key = session_key
         return self
 
     def get_loop_type(self) -> Optional[DoomLoopType]:

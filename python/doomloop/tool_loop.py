@@ -10,7 +10,8 @@ The verdict types (:class:`LoopVerdict`, :class:`ToolCallDecision`, :class:`Tool
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+from functools import partial
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
 
 from . import _log
 from ._core import (
@@ -24,7 +25,11 @@ from ._core import (
     snapshot_settings,
     tool_result_hash,
 )
+from .events import LoopEvent, checked_callback, log_extra
 from .tool_loop_config import LoopDetectionConfig
+
+if TYPE_CHECKING:
+    from .events import EventCallback
 
 __all__ = [
     "CompactionLoopPersisted",
@@ -39,6 +44,9 @@ __all__ = [
 
 _CONFIG_FIELDS = frozenset(LoopDetectionConfig.__slots__)
 _EXTENSIONS = frozenset({"tool_aliases", "known_poll_tools", "volatile_keys", "normalisers", "send_like"})
+_RUNTIME_OPTIONS = frozenset({"raise_on_compaction_loop", "on_event", "session_key"})
+# Configs are immutable: every default detector shares one.
+_DEFAULT_CONFIG = LoopDetectionConfig()
 
 
 class CompactionLoopPersisted(RuntimeError):
@@ -66,23 +74,54 @@ class CompactionLoopPersisted(RuntimeError):
             raise cls.from_verdict(outcome.guard)
 
 
-def _log_decision(decision: ToolCallDecision) -> None:
-    # Called by the engine, lock released, when a call is blocked or a warning is emitted.
+def _log_decision(session_key: Optional[str], decision: ToolCallDecision) -> None:
+    # Called by the engine, lock released, for each warning emitted and each blocked episode.
     verdict = decision.verdict
     what = "tool call blocked" if decision.blocked else "tool loop warning"
-    _log.warning("%s (%s, count %d): %s", what, verdict.detector, verdict.count, verdict.message)
+    extra = log_extra(session_key)
+    _log.warning("%s (%s, count %d): %s", what, verdict.detector, verdict.count, verdict.message, extra=extra)
 
 
-def _log_compaction_loop(outcome: ToolOutcome) -> None:
-    # Called by the engine, lock released, when the guard says abort.
-    if outcome.guard is not None:
-        _log.error("%s", outcome.guard.message)
+def _tool_event(on_event: EventCallback, session_key: Optional[str], decision: ToolCallDecision, run_id: Optional[str]) -> None:
+    # Called by the engine, lock released, for every warning emitted and every blocked call.
+    v = decision.verdict
+    event = LoopEvent(
+        "tool_loop",
+        v.detector or "",
+        v.level or "warning",
+        v.count,
+        v.message or "",
+        blocked=decision.blocked,
+        session_key=session_key,
+        run_id=run_id,
+    )
+    on_event(event)
 
 
-def _raise_compaction_loop(outcome: ToolOutcome) -> None:
-    # `raise_on_compaction_loop=True`: log, then raise (the outcome is already recorded).
-    _log_compaction_loop(outcome)
-    CompactionLoopPersisted.raise_for(outcome)
+def _compaction_loop(
+    raise_it: bool, on_event: Optional[EventCallback], session_key: Optional[str], outcome: ToolOutcome, run_id: Optional[str]
+) -> None:
+    # Called by the engine, lock released, when the guard says abort (the outcome is recorded):
+    # log it, report it, and with `raise_on_compaction_loop=True` raise.
+    guard = outcome.guard
+    if guard is None:
+        return
+    _log.error("%s", guard.message, extra=log_extra(session_key, run_id))
+    if on_event is not None:
+        on_event(
+            LoopEvent(
+                "tool_loop",
+                COMPACTION_DETECTOR,
+                "critical",
+                guard.count,
+                guard.message or "",
+                blocked=True,
+                session_key=session_key,
+                run_id=run_id,
+            )
+        )
+    if raise_it:
+        CompactionLoopPersisted.raise_for(outcome)
 
 
 class ToolLoopDetector(ToolLoopEngine):
@@ -111,6 +150,15 @@ class ToolLoopDetector(ToolLoopEngine):
             - ``raise_on_compaction_loop``: make :meth:`after_tool_call` raise
               :class:`CompactionLoopPersisted` (after recording) instead of only returning
               the aborting guard verdict in the outcome. Default False.
+            - ``on_event``: ``callable(LoopEvent)`` called for every warning emitted, every
+              blocked call and every guard abort (with the lock released; what it raises
+              propagates to the caller).
+            - ``session_key``: the gateway session this detector serves, carried by its
+              events and, as the structured ``extra`` field ``session_key``, by its log
+              records (with ``run_id``).
+
+    Logging: a warning is logged when it is emitted (OpenClaw's buckets); a call blocked
+    again and again for the same loop is logged once, when the blocking starts.
 
     Thread-safe: one detector shared by many threads loses no update (each call's detect,
     decide and record happen under one lock). Memory is fixed by ``history_size``.
@@ -120,10 +168,12 @@ class ToolLoopDetector(ToolLoopEngine):
     through them and carry the extension points along (pickling needs them picklable).
     """
 
-    __slots__ = ("_extensions", "config", "raise_on_compaction_loop")
+    __slots__ = ("_extensions", "config", "on_event", "raise_on_compaction_loop", "session_key")
 
     config: LoopDetectionConfig
     raise_on_compaction_loop: bool
+    on_event: Optional[EventCallback]
+    session_key: Optional[str]
     _extensions: Dict[str, Any]
 
     def __new__(
@@ -131,49 +181,82 @@ class ToolLoopDetector(ToolLoopEngine):
         config: Optional[LoopDetectionConfig] = None,
         *,
         raise_on_compaction_loop: bool = False,
+        on_event: Optional[EventCallback] = None,
+        session_key: Optional[str] = None,
         **options: Any,
     ) -> ToolLoopDetector:
         if config is None:
-            config = LoopDetectionConfig()
+            config = _DEFAULT_CONFIG
         elif not isinstance(config, LoopDetectionConfig):
             raise TypeError(f"config must be a LoopDetectionConfig or None, got {type(config).__name__}")
-        unknown = set(options) - _CONFIG_FIELDS - _EXTENSIONS
-        if unknown:
-            raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+        extensions: Dict[str, Any] = {}
+        if options:
+            unknown = set(options) - _CONFIG_FIELDS - _EXTENSIONS
+            if unknown:
+                raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+            fields = {k: v for k, v in options.items() if k in _CONFIG_FIELDS}
+            if fields:
+                config = config.replace(**fields)
+            extensions = {k: v for k, v in options.items() if k in _EXTENSIONS}
         if not isinstance(raise_on_compaction_loop, bool):
             raise TypeError("raise_on_compaction_loop must be a bool")
-        fields = {k: v for k, v in options.items() if k in _CONFIG_FIELDS}
-        if fields:
-            config = config.replace(**fields)
-        extensions = {k: v for k, v in options.items() if k in _EXTENSIONS}
-        on_compaction_loop = _raise_compaction_loop if raise_on_compaction_loop else _log_compaction_loop
-        self = super().__new__(cls, config._values, **extensions, _on_loop=_log_decision, _on_compaction_loop=on_compaction_loop)
-        for fix in self._setting_fixes:
-            _log.warning("loop detection: %s", fix)
+        on_event = checked_callback(on_event)
+        if session_key is None and on_event is None:
+            # The common case shares its hooks: building them costs a third of a detector.
+            on_loop, on_compaction_loop = _PLAIN_HOOKS[raise_on_compaction_loop]
+            on_tool_event = None
+        else:
+            if session_key is not None and not isinstance(session_key, str):
+                raise TypeError(f"session_key must be a str or None, got {type(session_key).__name__}")
+            on_loop = partial(_log_decision, session_key)
+            on_compaction_loop = partial(_compaction_loop, raise_on_compaction_loop, on_event, session_key)
+            on_tool_event = None if on_event is None else partial(_tool_event, on_event, session_key)
+        self = super().__new__(
+            cls,
+            config._values,
+            **extensions,
+            _on_loop=on_loop,
+            _on_event=on_tool_event,
+            _on_compaction_loop=on_compaction_loop,
+        )
+        if config is not _DEFAULT_CONFIG:
+            for fix in self._setting_fixes:
+                _log.warning("loop detection: %s", fix)
         self.config = config
         self.raise_on_compaction_loop = raise_on_compaction_loop
+        self.on_event = on_event
+        self.session_key = session_key
         self._extensions = extensions
         return self
 
     @classmethod
-    def from_bytes(cls, data: bytes, *, raise_on_compaction_loop: bool = False, **extensions: Any) -> ToolLoopDetector:
+    def from_bytes(cls, data: bytes, **options: Any) -> ToolLoopDetector:
         """The detector a :meth:`to_bytes` snapshot saved: same config, same state, so it
-        answers every continuation as the original would. ``extensions`` are the extension
-        points of the constructor (a snapshot does not carry them). Raises
-        :class:`~doomloop.SnapshotError` naming what is wrong with ``data``."""
-        unknown = set(extensions) - _EXTENSIONS
+        answers every continuation as the original would. ``options`` are the constructor's
+        keyword options other than config fields (the extension points, ``on_event``,
+        ``session_key``, ``raise_on_compaction_loop``), which a snapshot does not carry.
+        Raises :class:`~doomloop.SnapshotError` naming what is wrong with ``data``."""
+        unknown = set(options) - _EXTENSIONS - _RUNTIME_OPTIONS
         if unknown:
             raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
         config = LoopDetectionConfig(*snapshot_settings("LoopDetectionConfig", data))
-        self = cls(config, raise_on_compaction_loop=raise_on_compaction_loop, **extensions)
+        self = cls(config, **options)
         self._restore(data)
         return self
 
+    def _options(self) -> Dict[str, Any]:
+        return {
+            **self._extensions,
+            "raise_on_compaction_loop": self.raise_on_compaction_loop,
+            "on_event": self.on_event,
+            "session_key": self.session_key,
+        }
+
     def __reduce__(self) -> Tuple[Any, ...]:
-        return (_restored, (type(self), self.to_bytes(), self.raise_on_compaction_loop, self._extensions))
+        return (_restored, (type(self), self.to_bytes(), self._options()))
 
     def __copy__(self) -> ToolLoopDetector:
-        return _restored(type(self), self.to_bytes(), self.raise_on_compaction_loop, self._extensions)
+        return _restored(type(self), self.to_bytes(), self._options())
 
     def __deepcopy__(self, memo: Dict[int, Any]) -> ToolLoopDetector:
         return self.__copy__()
@@ -202,9 +285,13 @@ class ToolLoopDetector(ToolLoopEngine):
         return object.__sizeof__(self) + self._state_size()
 
 
-def _restored(cls: type, data: bytes, raise_on_compaction_loop: bool, extensions: Dict[str, Any]) -> Any:
+# The hooks of a detector with no session key and no `on_event`, by `raise_on_compaction_loop`.
+_PLAIN_HOOKS = {flag: (partial(_log_decision, None), partial(_compaction_loop, flag, None, None)) for flag in (False, True)}
+
+
+def _restored(cls: type[ToolLoopDetector], data: bytes, options: Dict[str, Any]) -> ToolLoopDetector:
     # Module-level, so pickle can name it.
-    return cls.from_bytes(data, raise_on_compaction_loop=raise_on_compaction_loop, **extensions)
+    return cls.from_bytes(data, **options)
 
 
 class PostCompactionGuard(GuardEngine):

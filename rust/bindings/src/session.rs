@@ -75,23 +75,27 @@ impl SessionEngine {
         Ok(())
     }
 
-    /// Evaluate now, count a new episode, and hand its description to `on_episode` (lock
-    /// released).
+    /// Evaluate now, count a new episode, and hand it to `on_episode` as (loop type,
+    /// description, actions recorded), with the lock released.
     fn observe(slf: &Bound<'_, Self>) -> PyResult<Option<Finding>> {
         let py = slf.py();
         let engine = slf.get();
         let now = engine.now(py)?;
-        let (finding, description) = {
+        let (finding, episode) = {
             let mut state = engine.lock(py);
             let (finding, new_episode) = state.observe(now);
-            let description = match (new_episode, finding, &engine.on_episode) {
-                (true, Some(finding), Some(_)) => Some(finding.describe(state.config())),
+            let episode = match (new_episode, finding, &engine.on_episode) {
+                (true, Some(finding), Some(_)) => Some((
+                    finding.loop_type().name(),
+                    finding.describe(state.config()),
+                    state.stats().total_actions,
+                )),
                 _ => None,
             };
-            (finding, description)
+            (finding, episode)
         };
-        if let (Some(description), Some(on_episode)) = (description, &engine.on_episode) {
-            on_episode.call1(py, (description,))?;
+        if let (Some(episode), Some(on_episode)) = (episode, &engine.on_episode) {
+            on_episode.call1(py, episode)?;
         }
         Ok(finding)
     }
@@ -128,8 +132,8 @@ fn seconds(value: &Bound<'_, PyAny>) -> PyResult<f64> {
 #[pymethods]
 impl SessionEngine {
     /// Build from a `DoomLoopConfig`'s values (in `settings_of("DoomLoopConfig")` order;
-    /// checked again here). `_on_episode(description)` is called once per loop episode, with
-    /// the lock released.
+    /// checked again here). `_on_episode(loop_type, description, actions)` is called once per
+    /// loop episode, with the lock released.
     #[new]
     #[pyo3(signature = (settings, /, *, clock = None, _on_episode = None))]
     fn new(settings: &Bound<'_, PyTuple>, clock: Option<Py<PyAny>>, _on_episode: Option<Py<PyAny>>) -> PyResult<Self> {

@@ -21,29 +21,28 @@ fn bits(int: &Bound<'_, PyInt>) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
-/// A Python value as the engine's settings check reads it. `type_name` holds the name of a
-/// value of any other type, which `Given::Other` borrows.
-fn given<'a>(value: &Bound<'_, PyAny>, type_name_slot: &'a mut String) -> Given<'a> {
+/// A Python value as the engine's settings check reads it; `None` for a value of any other
+/// type (the slow path names its type).
+fn scalar(value: &Bound<'_, PyAny>) -> Option<Given<'static>> {
     if let Ok(flag) = value.cast::<PyBool>() {
-        return Given::Bool(flag.is_true());
+        return Some(Given::Bool(flag.is_true()));
     }
     if let Ok(int) = value.cast::<PyInt>() {
-        return match int.extract::<i128>() {
+        if let Ok(n) = int.extract::<i64>() {
+            return Some(Given::Int(i128::from(n)));
+        }
+        return Some(match int.extract::<i128>() {
             Ok(n) => Given::Int(n),
             Err(_) => Given::HugeInt {
                 negative: is_huge_negative(int),
                 bits: bits(int),
             },
-        };
+        });
     }
     if let Ok(float) = value.cast::<PyFloat>() {
-        return Given::Float(float.value());
+        return Some(Given::Float(float.value()));
     }
-    if value.is_none() {
-        return Given::None;
-    }
-    *type_name_slot = type_name(value);
-    Given::Other(type_name_slot)
+    value.is_none().then_some(Given::None)
 }
 
 pub fn to_python(py: Python<'_>, value: Value) -> PyResult<Py<PyAny>> {
@@ -58,20 +57,32 @@ pub fn to_python(py: Python<'_>, value: Value) -> PyResult<Py<PyAny>> {
 /// Check `values` (one per setting, in the schema's order) into engine values.
 pub fn checked(schema: &'static Schema, values: &Bound<'_, PyTuple>) -> PyResult<Vec<Value>> {
     let py = values.py();
-    let mut names = vec![String::new(); values.len()];
-    let items: Vec<Bound<'_, PyAny>> = values.iter().collect();
-    let given: Vec<Given<'_>> = items
-        .iter()
-        .zip(names.iter_mut())
-        .map(|(item, name)| given(item, name))
-        .collect();
-    settings::check_all(schema, &given).map_err(|e| setting_error(py, e))
+    let mut fast = Some(Vec::with_capacity(values.len()));
+    for item in values.iter() {
+        match (scalar(&item), fast.as_mut()) {
+            (Some(given), Some(fast)) => fast.push(given),
+            _ => fast = None,
+        }
+    }
+    let result = match fast {
+        Some(given) => settings::check_all(schema, &given),
+        None => {
+            let names: Vec<String> = values.iter().map(|item| type_name(&item)).collect();
+            let given: Vec<Given<'_>> = values
+                .iter()
+                .zip(&names)
+                .map(|(item, name)| scalar(&item).unwrap_or(Given::Other(name)))
+                .collect();
+            settings::check_all(schema, &given)
+        }
+    };
+    result.map_err(|e| setting_error(py, e))
 }
 
 /// Check one value of a one-setting schema.
 pub fn checked_one(schema: &'static Schema, value: &Bound<'_, PyAny>) -> PyResult<Value> {
-    let mut name = String::new();
-    let given = given(value, &mut name);
+    let name = type_name(value);
+    let given = scalar(value).unwrap_or(Given::Other(&name));
     match schema.settings.first() {
         Some(setting) => settings::check(schema, setting, given).map_err(|e| setting_error(value.py(), e)),
         None => Err(PyTypeError::new_err(format!("{} has no settings", schema.owner))),

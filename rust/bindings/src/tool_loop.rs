@@ -16,6 +16,7 @@ use doomloop_engine::tool_loop::{
 };
 use doomloop_engine::tool_result::{VETO_REASON, VETO_STATUS};
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -247,9 +248,14 @@ pub struct ToolLoopEngine {
     state: Mutex<NamedSession>,
     rules: Option<Box<Rules>>,
     memo: Mutex<CallMemo>,
-    /// Called (lock released) with each decision that blocks a call or emits a warning.
+    /// Called (lock released) with each decision that emits a warning or starts a blocked
+    /// episode (what the Python layer logs).
     on_loop: Option<Py<PyAny>>,
-    /// Called (lock released) with each outcome whose guard verdict says abort; it may raise.
+    /// Called (lock released) with every decision that emits a warning or blocks, and the
+    /// call's run id (the events of `on_event`).
+    on_event: Option<Py<PyAny>>,
+    /// Called (lock released) with each outcome whose guard verdict says abort, and the call's
+    /// run id; it may raise.
     on_compaction_loop: Option<Py<PyAny>>,
     /// How the thresholds were reordered at construction (for the Python layer to log).
     fixes: Vec<String>,
@@ -310,16 +316,18 @@ fn verdict_of(py: Python<'_>, call: &Call<'_>, found: Option<FindingNames>) -> P
 }
 
 fn blocked_result<'py>(py: Python<'py>, message: &str) -> PyResult<Bound<'py, PyDict>> {
+    // Interned keys and constants: a loop that keeps being blocked builds this on every call.
+    let message = PyString::new(py, message);
     let entry = PyDict::new(py);
-    entry.set_item("type", "text")?;
-    entry.set_item("text", message)?;
+    entry.set_item(intern!(py, "type"), intern!(py, "text"))?;
+    entry.set_item(intern!(py, "text"), &message)?;
     let details = PyDict::new(py);
-    details.set_item("status", VETO_STATUS)?;
-    details.set_item("deniedReason", VETO_REASON)?;
-    details.set_item("reason", message)?;
+    details.set_item(intern!(py, "status"), intern!(py, VETO_STATUS))?;
+    details.set_item(intern!(py, "deniedReason"), intern!(py, VETO_REASON))?;
+    details.set_item(intern!(py, "reason"), &message)?;
     let result = PyDict::new(py);
-    result.set_item("content", PyList::new(py, [entry])?)?;
-    result.set_item("details", details)?;
+    result.set_item(intern!(py, "content"), PyList::new(py, [entry])?)?;
+    result.set_item(intern!(py, "details"), details)?;
     Ok(result)
 }
 
@@ -338,6 +346,7 @@ impl ToolLoopEngine {
         normalisers = None,
         send_like = None,
         _on_loop = None,
+        _on_event = None,
         _on_compaction_loop = None
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -350,9 +359,14 @@ impl ToolLoopEngine {
         normalisers: Option<&Bound<'_, PyAny>>,
         send_like: Option<&Bound<'_, PyAny>>,
         _on_loop: Option<Py<PyAny>>,
+        _on_event: Option<Py<PyAny>>,
         _on_compaction_loop: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
-        for (hook, name) in [(&_on_loop, "_on_loop"), (&_on_compaction_loop, "_on_compaction_loop")] {
+        for (hook, name) in [
+            (&_on_loop, "_on_loop"),
+            (&_on_event, "_on_event"),
+            (&_on_compaction_loop, "_on_compaction_loop"),
+        ] {
             if hook.as_ref().is_some_and(|hook| !hook.bind(py).is_callable()) {
                 return Err(PyTypeError::new_err(format!("{name} must be callable")));
             }
@@ -363,6 +377,7 @@ impl ToolLoopEngine {
             rules: Rules::from_options(tool_aliases, known_poll_tools, volatile_keys, normalisers, send_like)?,
             memo: Mutex::default(),
             on_loop: _on_loop,
+            on_event: _on_event,
             on_compaction_loop: _on_compaction_loop,
             fixes,
         })
@@ -468,11 +483,11 @@ impl ToolLoopEngine {
         let engine = slf.get();
         let call = parse_call(engine.rules(), Some(&engine.memo), tool, params, run_id, tool_call_id)?;
         let tool_name = call.tool.to_string_lossy();
-        let (decision, found): (Decision, Option<FindingNames>) = {
+        let (decision, new_episode, found): (Decision, bool, Option<FindingNames>) = {
             let mut session = engine.lock(py);
-            let decision = session.before_call(&call.key, call.call_id, &tool_name);
+            let (decision, new_episode) = session.before_call(&call.key, call.call_id, &tool_name);
             let found = decision.finding.map(|f| Self::names_of(&session, f));
-            (decision, found)
+            (decision, new_episode, found)
         };
         if found.is_none() {
             return allow(py);
@@ -494,8 +509,11 @@ impl ToolLoopEngine {
             },
         )?;
         let d = decision.get();
-        if let (true, Some(on_loop)) = (d.blocked || d.emit_warning, &engine.on_loop) {
+        if let (true, Some(on_loop)) = (d.emit_warning || new_episode, &engine.on_loop) {
             on_loop.call1(py, (decision.clone_ref(py),))?;
+        }
+        if let (true, Some(on_event)) = (d.blocked || d.emit_warning, &engine.on_event) {
+            on_event.call1(py, (decision.clone_ref(py), run_id))?;
         }
         Ok(decision)
     }
@@ -527,7 +545,7 @@ impl ToolLoopEngine {
         let abort = guard.as_ref().is_some_and(|g| g.get().should_abort);
         let outcome = outcome_object(py, &call, normalised, guard)?;
         if let (true, Some(on_compaction_loop)) = (abort, &engine.on_compaction_loop) {
-            on_compaction_loop.call1(py, (outcome.clone_ref(py),))?;
+            on_compaction_loop.call1(py, (outcome.clone_ref(py), run_id))?;
         }
         Ok(outcome)
     }
@@ -535,6 +553,24 @@ impl ToolLoopEngine {
     /// Arm the post-compaction guard; returns the attempts armed for (0: guard disabled).
     fn _arm(&self, py: Python<'_>) -> u32 {
         self.lock(py).arm_guard()
+    }
+
+    /// Counts since the detector was built (O(1)): calls decided, warnings emitted, calls
+    /// blocked, blocked episodes, outcomes recorded, guard aborts, and the history's length.
+    fn get_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (s, history) = {
+            let state = self.lock(py);
+            (state.stats(), state.history_len())
+        };
+        let stats = PyDict::new(py);
+        stats.set_item("calls", s.calls)?;
+        stats.set_item("warnings", s.warnings)?;
+        stats.set_item("blocks", s.blocks)?;
+        stats.set_item("blocked_episodes", s.blocked_episodes)?;
+        stats.set_item("outcomes", s.outcomes)?;
+        stats.set_item("guard_aborts", s.guard_aborts)?;
+        stats.set_item("history_len", history)?;
+        Ok(stats)
     }
 
     /// Records in the history now.

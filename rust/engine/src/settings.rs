@@ -358,12 +358,11 @@ pub fn check_all(schema: &'static Schema, given: &[Given<'_>]) -> Result<Vec<Val
             name: format!("<{} values for {} settings>", given.len(), schema.settings.len()),
         });
     }
-    let values = schema
-        .settings
-        .iter()
-        .zip(given)
-        .map(|(setting, &given)| check(schema, setting, given))
-        .collect::<Result<Vec<_>, _>>()?;
+    // Sized up front: a collected `Result` iterator would grow the vector step by step.
+    let mut values = Vec::with_capacity(given.len());
+    for (setting, &given) in schema.settings.iter().zip(given) {
+        values.push(check(schema, setting, given)?);
+    }
     if std::ptr::eq(schema, &SESSION) {
         if let Some((name, problem)) = crate::session::SessionConfig::from_values(&values).problem() {
             return Err(SettingError::OutOfRange {

@@ -863,6 +863,27 @@ pub struct NamedSession {
     settings: Vec<Value>,
     session: ToolLoopSession<()>,
     names: NameTable,
+    /// The warning key of the finding the last call was blocked for (`None`: it was not), so
+    /// a loop that keeps being blocked is one episode (logged once), not one per call.
+    blocking: Option<u64>,
+    stats: ToolLoopStats,
+}
+
+/// Counts since the detector was built (what `get_stats()` reports).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ToolLoopStats {
+    /// Calls decided by `before_call`.
+    pub calls: u64,
+    /// Warnings emitted.
+    pub warnings: u64,
+    /// Calls blocked.
+    pub blocks: u64,
+    /// Blocked episodes (a loop blocked again and again is one).
+    pub blocked_episodes: u64,
+    /// Outcomes recorded.
+    pub outcomes: u64,
+    /// Post-compaction guard aborts.
+    pub guard_aborts: u64,
 }
 
 impl std::ops::Deref for NamedSession {
@@ -882,6 +903,8 @@ impl NamedSession {
             settings,
             session: ToolLoopSession::new(config),
             names: NameTable::default(),
+            blocking: None,
+            stats: ToolLoopStats::default(),
         };
         (session, fixes)
     }
@@ -919,12 +942,24 @@ impl NamedSession {
         unknown: Option<&str>,
     ) {
         self.remember_outcome(key, tool, Some(outcome), unknown);
+        self.stats.outcomes += 1;
         self.session.record_outcome(key, call_id, outcome, ());
     }
 
-    pub fn before_call(&mut self, key: &CallKey, call_id: Option<u64>, tool: &str) -> Decision {
+    /// The decision for a call about to run, and whether it starts a new blocked episode (the
+    /// call is blocked, and the one before was not, or for another finding).
+    pub fn before_call(&mut self, key: &CallKey, call_id: Option<u64>, tool: &str) -> (Decision, bool) {
         self.remember(key.tool, tool);
-        self.session.before_call(key, call_id, ())
+        let decision = self.session.before_call(key, call_id, ());
+        let blocking = decision.finding.filter(|_| decision.blocked).map(|f| f.key);
+        let new_episode = blocking.is_some() && blocking != self.blocking;
+        self.blocking = blocking;
+        let stats = &mut self.stats;
+        stats.calls += 1;
+        stats.warnings += u64::from(decision.emit_warning);
+        stats.blocks += u64::from(decision.blocked);
+        stats.blocked_episodes += u64::from(new_episode);
+        (decision, new_episode)
     }
 
     pub fn after_call(
@@ -936,7 +971,14 @@ impl NamedSession {
         unknown: Option<&str>,
     ) -> Option<GuardVerdict> {
         self.remember_outcome(key, tool, outcome, unknown);
-        self.session.after_call(key, call_id, outcome, ())
+        self.stats.outcomes += u64::from(outcome.is_some());
+        let verdict = self.session.after_call(key, call_id, outcome, ());
+        self.stats.guard_aborts += u64::from(matches!(verdict, Some(GuardVerdict::Abort(_))));
+        verdict
+    }
+
+    pub fn stats(&self) -> ToolLoopStats {
+        self.stats
     }
 
     pub fn arm_guard(&mut self) -> u32 {
@@ -995,6 +1037,18 @@ impl Snapshot for NamedSession {
         for (digest, name) in self.names.iter() {
             w.u64(digest);
             w.str(name);
+        }
+        w.opt_u64(self.blocking);
+        let t = &self.stats;
+        for count in [
+            t.calls,
+            t.warnings,
+            t.blocks,
+            t.blocked_episodes,
+            t.outcomes,
+            t.guard_aborts,
+        ] {
+            w.u64(count);
         }
     }
 
@@ -1055,6 +1109,20 @@ impl Snapshot for NamedSession {
             let name = r.str("a name", MAX_SNAPSHOT_NAME)?;
             state.names.remember(digest, name, usize::MAX, std::iter::empty);
         }
+        state.blocking = r.opt_u64("the blocked episode")?;
+        let mut counts = [0u64; 6];
+        for count in &mut counts {
+            *count = r.u64("the stats")?;
+        }
+        let [calls, warnings, blocks, blocked_episodes, outcomes, guard_aborts] = counts;
+        state.stats = ToolLoopStats {
+            calls,
+            warnings,
+            blocks,
+            blocked_episodes,
+            outcomes,
+            guard_aborts,
+        };
         Ok(state)
     }
 }
@@ -1420,7 +1488,8 @@ mod tests {
         for i in 4..12 {
             let k = if i % 2 == 0 { &a } else { &b };
             let name = name_of(i);
-            let (d1, d2) = (original.before_call(k, None, name), twin.before_call(k, None, name));
+            let ((d1, e1), (d2, e2)) = (original.before_call(k, None, name), twin.before_call(k, None, name));
+            assert_eq!(e1, e2);
             assert_eq!(
                 (d1.blocked, d1.emit_warning, d1.finding),
                 (d2.blocked, d2.emit_warning, d2.finding)
