@@ -1,0 +1,32 @@
+"""The shared-state layer of the gateway runtime: stores that keep each session's detector
+state as an opaque, versioned ``bytes`` blob. :class:`MemoryStore` is the embedded default;
+:class:`RedisStore` and :class:`AsyncRedisStore` share sessions between gateway processes
+(they import redis-py, the ``redis`` extra, only when made). See docs/gateway-stores.md."""
+
+from ..errors import StoreCorrupt as StoreCorrupt, StoreUnavailable as StoreUnavailable
+from .redis_store import AsyncRedisStore as AsyncRedisStore, RedisStore as RedisStore
+from .store import (
+    MAX_KEY_BYTES as MAX_KEY_BYTES,
+    AsyncStore as AsyncStore,
+    Entry as Entry,
+    MemoryStore as MemoryStore,
+    OnError as OnError,
+    SessionKey as SessionKey,
+    Store as Store,
+    check_session_key as check_session_key,
+)
+
+__all__ = [
+    "MAX_KEY_BYTES",
+    "AsyncRedisStore",
+    "AsyncStore",
+    "Entry",
+    "MemoryStore",
+    "OnError",
+    "RedisStore",
+    "SessionKey",
+    "Store",
+    "StoreCorrupt",
+    "StoreUnavailable",
+    "check_session_key",
+]

@@ -1,0 +1,549 @@
+"""Stores in Redis, shared by every gateway process that serves a session: :class:`RedisStore`
+(redis-py's client) and :class:`AsyncRedisStore` (its asyncio client). redis-py is imported
+when a store is made, never by importing this module.
+
+Each session is one Redis hash ``{v: version, d: data}`` under ``prefix + key``, with the TTL
+restarted on every write. Writes are a compare-and-set in one Lua script (EVALSHA; redis-py
+loads it on ``NOSCRIPT``) which, on a conflict, replies with the entry that won, so a retry
+needs no read. Each store keeps a local copy of the last entry it wrote per key: when the same
+replica serves a session's next call, as it usually does, an update is one round trip.
+
+Both stores run the same logic: :class:`_Core`'s methods are generators that yield the Redis
+calls to make and receive their replies, and each store only makes the calls, with or
+without ``await``. See docs/gateway-stores.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Generator, NamedTuple, Optional, Tuple, TypeVar, Union, cast
+from urllib.parse import urlsplit
+
+from ..errors import ConfigError, StoreCorrupt, StoreUnavailable
+from .store import (
+    AsyncKeyTurns,
+    Entry,
+    Expiring,
+    KeyTurns,
+    OnError,
+    Outage,
+    SessionKey,
+    Update,
+    apply,
+    check_data,
+    check_on_error,
+    check_seconds,
+    check_session_key,
+    check_version,
+    key_text,
+)
+
+if TYPE_CHECKING:
+    import redis
+    import redis.asyncio
+    from redis.commands.core import AsyncScript, Script
+
+__all__ = ["AsyncRedisStore", "RedisStore"]
+
+# The entry at KEYS[1]: version and data; nil when the key does not exist; false and what is
+# wrong when it holds something else. Versions stay below 2^53, where Lua's numbers are exact.
+# A third field, c, marks an entry some writer failed to replace (see the CAS script).
+_READ = """
+local function read()
+  local kind = redis.call('TYPE', KEYS[1])['ok']
+  if kind == 'none' then return nil end
+  if kind ~= 'hash' then return false, 'the key holds a ' .. kind .. ', not a hash' end
+  local fields = redis.call('HMGET', KEYS[1], 'v', 'd', 'c')
+  local version, data = fields[1], fields[2]
+  if not version or not data or redis.call('HLEN', KEYS[1]) ~= (fields[3] and 3 or 2) then
+    return false, 'the hash does not have exactly the fields v and d (and c)'
+  end
+  if not string.match(version, '^[1-9]%d*$') or tonumber(version) >= 9007199254740992 then
+    return false, 'the version is not a positive integer below 2^53'
+  end
+  return version, data
+end
+"""
+
+# ARGV: the expected version ('' when the key must have no entry), the data, the TTL in ms, and
+# '1' to overwrite a corrupt entry. Replies {1, new version, 1 if a writer lost to the entry
+# replaced}; on a conflict {0} (no entry) or {0, version, data}; {-1, what is wrong} for a
+# corrupt entry.
+_CAS = (
+    _READ
+    + """
+local version, data = read()
+if version == false then
+  if ARGV[4] ~= '1' then return {-1, data} end
+  redis.call('DEL', KEYS[1])
+  version = nil
+end
+local new
+if version == nil then
+  if ARGV[1] ~= '' then return {0} end
+  -- A new entry starts at the server's clock in microseconds: above every version an earlier
+  -- entry of the key reached, so a writer that still holds one of those conflicts.
+  local now = redis.call('TIME')
+  new = now[1] .. string.format('%06d', tonumber(now[2]))
+elseif version ~= ARGV[1] then
+  -- Tells the entry's next writer that another lost to it, so that writer pauses before its
+  -- following write: without that, the writer whose turn ends first keeps winning the race.
+  redis.call('HSET', KEYS[1], 'c', '1')
+  return {0, version, data}
+else
+  new = string.format('%.0f', tonumber(version) + 1)
+end
+redis.call('HSET', KEYS[1], 'v', new, 'd', ARGV[2])
+local contended = redis.call('HDEL', KEYS[1], 'c')
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {1, new, contended}
+"""
+)
+
+# Replies as the CAS script's conflicts do: {0} or {0, version, data}; {-1, what is wrong}.
+_LOAD = (
+    _READ
+    + """
+local version, data = read()
+if version == nil then return {0} end
+if version == false then return {-1, data} end
+return {0, version, data}
+"""
+)
+
+
+class _Call(NamedTuple):
+    """A Redis call for a store to make: ``op`` is ``"cas"``, ``"load"`` or ``"delete"``."""
+
+    op: str
+    key: bytes
+    args: Tuple[Union[bytes, int], ...] = ()
+
+
+class _Sleep(NamedTuple):
+    """A pause for a store to make before its next call."""
+
+    seconds: float
+
+
+class _Committed(NamedTuple):
+    version: int
+    # Whether another writer lost to the entry this write replaced.
+    contended: bool
+
+
+class _Corrupt(NamedTuple):
+    problem: str
+
+
+class _Failure(NamedTuple):
+    """A call that raised: the server is unreachable, too slow, or refused it."""
+
+    error: BaseException
+
+
+# What a call's reply parses to; a delete's is None.
+_Reply = Union[_Committed, _Corrupt, Entry, None]
+T = TypeVar("T")
+_Steps = Generator[Union[_Call, _Sleep], Union[_Reply, _Failure], T]
+
+
+def _parse(reply: Any) -> _Reply:
+    status = reply[0]
+    if status == 1:
+        return _Committed(int(reply[1]), reply[2] == 1)
+    if status == -1:
+        return _Corrupt(bytes(reply[1]).decode("utf-8", "replace"))
+    if len(reply) == 1:
+        return None
+    return Entry(int(reply[1]), bytes(reply[2]))
+
+
+class _Local(NamedTuple):
+    """A store's local copy of a key."""
+
+    # The version in Redis the copy starts from (None: the key had no entry).
+    version: Optional[int]
+    data: bytes
+    # Whether the copy holds updates Redis lacks (made while it was unreachable).
+    pending: bool
+    # Until when this store's next write of the key waits (monotonic clock): after a write that
+    # beat another writer, that writer gets a turn.
+    calm_until: float = 0.0
+
+
+_SCHEMES = ("redis", "rediss", "unix")
+
+# The longest pause a write that beat another writer imposes on the next (see update).
+_MAX_PAUSE = 0.02
+
+
+class _Core:
+    """A Redis store's options, local copies and outage policy, and the logic of each method
+    as a generator of Redis calls (see the module docstring)."""
+
+    __slots__ = ("url", "server", "timeout", "retries", "outage", "_prefix", "_lock", "_copies")
+
+    def __init__(self, owner: str, url: object, prefix: object, timeout: object, on_error: object, retries: object) -> None:
+        self.url, self.server = _check_url(owner, url)
+        if not isinstance(prefix, str):
+            raise TypeError(f"{owner}.prefix must be a str, got {type(prefix).__name__}")
+        self._prefix = prefix.encode("utf-8", "surrogateescape")
+        self.timeout = check_seconds(f"{owner}.timeout", timeout)
+        if isinstance(retries, bool) or not isinstance(retries, int):
+            raise TypeError(f"{owner}.retries must be an int, got {type(retries).__name__}")
+        if not 0 <= retries <= 100:
+            raise ConfigError(f"{owner}.retries", f"must be in 0..100, got {retries!r}")
+        self.retries = int.__int__(retries)
+        self.outage = Outage(check_on_error(owner, on_error), self.server)
+        self._lock = threading.Lock()
+        self._copies: Expiring[_Local] = Expiring()
+
+    def load(self, key: SessionKey) -> _Steps[Optional[Entry]]:
+        """See :meth:`RedisStore.load`."""
+        name = check_session_key(key)
+        if not self.outage.may_call():
+            return self._local_entry(name)
+        reply = yield _Call("load", self._prefix + name)
+        if isinstance(reply, _Failure):
+            self.outage.failed(name, reply.error)
+            return self._local_entry(name)
+        self.outage.succeeded(name)
+        if isinstance(reply, _Corrupt):
+            self._corrupt(name, reply.problem, "it reads as no entry, and the next update overwrites it")
+        return reply if isinstance(reply, Entry) else None
+
+    def compare_and_set(
+        self, key: SessionKey, expected_version: Optional[int], data: bytes, ttl_seconds: float
+    ) -> _Steps[Optional[int]]:
+        """See :meth:`RedisStore.compare_and_set`."""
+        name = check_session_key(key)
+        expected = check_version(expected_version)
+        data = check_data(data, "data")
+        ttl = check_seconds("ttl_seconds", ttl_seconds)
+        self.outage.may_call(always_raise=True)
+        reply = yield self._cas(name, expected, data, ttl, reset=False)
+        if isinstance(reply, _Failure):
+            raise self.outage.unavailable(name, reply.error) from reply.error
+        self.outage.succeeded(name)
+        if isinstance(reply, _Corrupt):
+            raise StoreCorrupt(self._corrupt_message(name, reply.problem))
+        if isinstance(reply, _Committed):
+            self._keep(name, _Local(reply.version, data, pending=False), ttl)
+            return reply.version
+        return None
+
+    def delete(self, key: SessionKey) -> _Steps[None]:
+        """See :meth:`RedisStore.delete`."""
+        name = check_session_key(key)
+        with self._lock:
+            self._copies.pop(name)
+        if not self.outage.may_call():
+            return
+        reply = yield _Call("delete", self._prefix + name)
+        if isinstance(reply, _Failure):
+            self.outage.failed(name, reply.error)
+            return
+        self.outage.succeeded(name)
+
+    def update(self, key: SessionKey, fn: Update, ttl_seconds: float) -> _Steps[bytes]:
+        """See :meth:`RedisStore.update`."""
+        name = check_session_key(key)
+        ttl = check_seconds("ttl_seconds", ttl_seconds)
+        local = self._local(name)
+        # What the next attempt builds on: the last entry seen, or the local copy.
+        expected = None if local is None else local.version
+        base = None if local is None else local.data
+        pending = local is not None and local.pending
+        reset = False
+        pause = 0.0 if local is None else local.calm_until - time.monotonic()
+        if pause > 0:
+            yield _Sleep(pause)
+        lost = 0
+        while lost <= self.retries:
+            data = apply(fn, base)
+            if not self.outage.may_call():
+                return self._keep_pending(name, expected, data, ttl)
+            sent = time.monotonic()
+            reply = yield self._cas(name, expected, data, ttl, reset=reset)
+            if isinstance(reply, _Failure):
+                self.outage.failed(name, reply.error)
+                return self._keep_pending(name, expected, data, ttl)
+            self.outage.succeeded(name)
+            if isinstance(reply, _Committed):
+                # A writer that just lost needs about a round trip to try again; a pause of one
+                # to two of this call's (random, so several losers do not stay in step) lets it.
+                now = time.monotonic()
+                calm_until = now + min((now - sent) * random.uniform(1.0, 2.0), _MAX_PAUSE) if reply.contended else 0.0
+                self._keep(name, _Local(reply.version, data, pending=False, calm_until=calm_until), ttl)
+                return data
+            if isinstance(reply, _Corrupt):
+                self._corrupt(name, reply.problem, "it is overwritten")
+                # Built on the local copy, if there is one: the last good state this replica knows.
+                # Not a lost attempt: the next one overwrites the entry if it is still corrupt.
+                expected, reset = None, True
+                continue
+            lost += 1
+            if isinstance(reply, Entry):
+                expected, base, pending = reply.version, reply.data, False
+                # Kept even if every attempt loses: the next call then starts from it.
+                self._keep(name, _Local(expected, base, pending=False), ttl)
+            elif pending:
+                # Redis lost the key (a restart without persistence) while this replica made
+                # updates it lacks: they are the freshest state there is, so they are written back.
+                expected, pending = None, False
+            else:
+                expected, base = None, None
+        if self.outage.on_error == "closed":
+            raise StoreUnavailable(f"session {key_text(name)!r}: {self.retries + 1} attempts all lost to other writers")
+        self.outage.warn(
+            name,
+            "doomloop: session %r lost %d attempts in a row to other writers of the store at %s; its update is kept locally",
+            key_text(name),
+            self.retries + 1,
+            self.server,
+        )
+        return self._keep_pending(name, expected, apply(fn, base), ttl)
+
+    def _cas(self, name: bytes, expected: Optional[int], data: bytes, ttl: float, *, reset: bool) -> _Call:
+        version = b"" if expected is None else b"%d" % expected
+        # Milliseconds, rounded up: a TTL never ends early, and is never 0 (which Redis rejects).
+        ttl_ms = max(1, math.ceil(ttl * 1000))
+        return _Call("cas", self._prefix + name, (version, data, ttl_ms, b"1" if reset else b"0"))
+
+    def _local(self, name: bytes) -> Optional[_Local]:
+        now = time.monotonic()
+        with self._lock:
+            return self._copies.get(name, now)
+
+    def _local_entry(self, name: bytes) -> Optional[Entry]:
+        local = self._local(name)
+        return None if local is None else Entry(local.version or 0, local.data)
+
+    def _keep(self, name: bytes, local: _Local, ttl: float) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._copies.put(name, local, now + ttl, now)
+
+    def _keep_pending(self, name: bytes, expected: Optional[int], data: bytes, ttl: float) -> bytes:
+        self._keep(name, _Local(expected, data, pending=True), ttl)
+        return data
+
+    def _corrupt(self, name: bytes, problem: str, remedy: str) -> None:
+        if self.outage.on_error == "closed":
+            raise StoreCorrupt(self._corrupt_message(name, problem))
+        self.outage.warn(name, "doomloop: %s; %s", self._corrupt_message(name, problem), remedy)
+
+    def _corrupt_message(self, name: bytes, problem: str) -> str:
+        return f"the entry of session {key_text(name)!r} in the store at {self.server} is corrupt: {problem}"
+
+
+def _check_url(owner: str, url: object) -> Tuple[str, str]:
+    """``url`` and the server it names as logs show it (no credentials); TypeError/ConfigError
+    naming ``owner.url`` otherwise. The URL itself never goes into a message: it may hold a password."""
+    if not isinstance(url, str):
+        raise TypeError(f"{owner}.url must be a str, got {type(url).__name__}")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ConfigError(f"{owner}.url", "is not a valid URL") from None
+    if parts.scheme not in _SCHEMES:
+        raise ConfigError(f"{owner}.url", f"must start with redis://, rediss:// or unix://, got scheme {parts.scheme!r}")
+    if parts.scheme == "unix":
+        if not parts.path:
+            raise ConfigError(f"{owner}.url", "names no socket path")
+        return url, f"unix://{parts.path}"
+    return url, f"{parts.scheme}://{parts.hostname or 'localhost'}:{port or 6379}"
+
+
+def _redis_missing(error: ImportError) -> ImportError:
+    missing = ImportError("a Redis store needs redis-py: pip install 'doomloop[redis]'")
+    missing.__cause__ = error
+    return missing
+
+
+class RedisStore:
+    """A :class:`~doomloop.gateway.Store` in Redis, for gateway processes that share sessions
+    (redis-py's client; thread-safe). No connection is made until the first call.
+
+    Args:
+        url: ``redis://``, ``rediss://`` (TLS) or ``unix://`` URL, as redis-py reads it.
+        prefix: prepended to every session key to make its Redis key.
+        timeout: seconds to wait for a connection or a reply before the call counts as failed.
+        on_error: ``"open"`` (the default): when Redis is unreachable or slow, serve from this
+            process's local copies, log one warning per outage and one info record when Redis is
+            back, and raise nothing; ``"closed"``: raise :class:`~doomloop.errors.StoreUnavailable`
+            (and :class:`~doomloop.errors.StoreCorrupt` for a corrupt entry).
+        retries: how many times :meth:`update` tries again after losing to another writer.
+    """
+
+    __slots__ = ("_core", "_client", "_cas", "_load", "_failures", "_turns")
+
+    def __init__(
+        self, url: str, *, prefix: str = "doomloop:", timeout: float = 0.5, on_error: OnError = "open", retries: int = 16
+    ) -> None:
+        self._core = _Core("RedisStore", url, prefix, timeout, on_error, retries)
+        try:
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+        except ImportError as error:
+            raise _redis_missing(error) from error
+        # No retries inside redis-py: a resent script after a lost reply could apply an update
+        # twice, and the outage backoff already decides when to try again.
+        self._client: redis.Redis = redis.Redis.from_url(
+            self._core.url,
+            socket_timeout=self._core.timeout,
+            socket_connect_timeout=self._core.timeout,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self._cas: Script = self._client.register_script(_CAS)
+        self._load: Script = self._client.register_script(_LOAD)
+        self._failures = (redis.RedisError, OSError)
+        self._turns = KeyTurns()
+
+    def load(self, key: SessionKey) -> Optional[Entry]:
+        """The key's entry, or ``None``. Under fail-open, when Redis cannot be reached: this
+        process's local copy of the key (version 0 if Redis never had it), or ``None``; a
+        corrupt entry is logged and reads as ``None``."""
+        return self._run(self._core.load(key))
+
+    def compare_and_set(self, key: SessionKey, expected_version: Optional[int], data: bytes, ttl_seconds: float) -> Optional[int]:
+        """See :meth:`~doomloop.gateway.Store.compare_and_set`. The primitive under
+        :meth:`update`, so it has no local answer to give: it raises ``StoreUnavailable`` or
+        ``StoreCorrupt`` under either policy."""
+        return self._run(self._core.compare_and_set(key, expected_version, data, ttl_seconds))
+
+    def delete(self, key: SessionKey) -> None:
+        """Remove the key's entry and the local copy. Under fail-open, when Redis cannot be
+        reached, the entry stays until its TTL ends."""
+        self._run(self._core.delete(key))
+
+    def update(self, key: SessionKey, fn: Update, ttl_seconds: float) -> bytes:
+        """See :meth:`~doomloop.gateway.Store.update`: one round trip when this process wrote
+        the key last, one more per conflict with another process, up to ``retries`` more. The
+        updates of one key from this store's threads take turns, so they never conflict with
+        each other (``fn`` must not call the store). Under fail-open, when Redis cannot be
+        reached (or the key stays contended), ``fn`` is applied to the local copy, which is
+        written back when Redis is reachable again unless another process wrote the key
+        meanwhile; a corrupt entry is logged and overwritten."""
+        name = check_session_key(key)
+        with self._turns.turn(name):
+            return self._run(self._core.update(name, fn, ttl_seconds))
+
+    def close(self) -> None:
+        """Close the connections (a later call opens new ones)."""
+        self._client.close()
+
+    def __enter__(self) -> RedisStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _run(self, steps: _Steps[T]) -> T:
+        reply: Union[_Reply, _Failure] = None
+        while True:
+            try:
+                call = steps.send(reply)
+            except StopIteration as stop:
+                return cast(T, stop.value)
+            if isinstance(call, _Sleep):
+                time.sleep(call.seconds)
+                reply = None
+                continue
+            try:
+                if call.op == "delete":
+                    self._client.delete(call.key)
+                    reply = None
+                else:
+                    reply = _parse((self._cas if call.op == "cas" else self._load)(keys=[call.key], args=call.args))
+            except self._failures as error:
+                reply = _Failure(error)
+
+
+class AsyncRedisStore:
+    """:class:`RedisStore` on redis-py's asyncio client: the same arguments, and the same
+    methods as coroutines (an :class:`~doomloop.gateway.AsyncStore`). Use it from one event
+    loop, whose tasks take turns on a key as RedisStore's threads do; ``fn`` passed to
+    :meth:`update` stays a plain function."""
+
+    __slots__ = ("_core", "_client", "_cas", "_load", "_failures", "_turns")
+
+    def __init__(
+        self, url: str, *, prefix: str = "doomloop:", timeout: float = 0.5, on_error: OnError = "open", retries: int = 16
+    ) -> None:
+        self._core = _Core("AsyncRedisStore", url, prefix, timeout, on_error, retries)
+        try:
+            import redis
+            import redis.asyncio
+            from redis.asyncio.retry import Retry
+            from redis.backoff import NoBackoff
+        except ImportError as error:
+            raise _redis_missing(error) from error
+        # No retries inside redis-py: see RedisStore.
+        self._client: redis.asyncio.Redis = redis.asyncio.Redis.from_url(
+            self._core.url,
+            socket_timeout=self._core.timeout,
+            socket_connect_timeout=self._core.timeout,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self._cas: AsyncScript = self._client.register_script(_CAS)
+        self._load: AsyncScript = self._client.register_script(_LOAD)
+        self._failures = (redis.RedisError, OSError)
+        self._turns = AsyncKeyTurns()
+
+    async def load(self, key: SessionKey) -> Optional[Entry]:
+        """See :meth:`RedisStore.load`."""
+        return await self._run(self._core.load(key))
+
+    async def compare_and_set(
+        self, key: SessionKey, expected_version: Optional[int], data: bytes, ttl_seconds: float
+    ) -> Optional[int]:
+        """See :meth:`RedisStore.compare_and_set`."""
+        return await self._run(self._core.compare_and_set(key, expected_version, data, ttl_seconds))
+
+    async def delete(self, key: SessionKey) -> None:
+        """See :meth:`RedisStore.delete`."""
+        await self._run(self._core.delete(key))
+
+    async def update(self, key: SessionKey, fn: Update, ttl_seconds: float) -> bytes:
+        """See :meth:`RedisStore.update`."""
+        name = check_session_key(key)
+        async with self._turns.turn(name):
+            return await self._run(self._core.update(name, fn, ttl_seconds))
+
+    async def aclose(self) -> None:
+        """Close the connections (a later call opens new ones)."""
+        await self._client.aclose()
+
+    async def __aenter__(self) -> AsyncRedisStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def _run(self, steps: _Steps[T]) -> T:
+        reply: Union[_Reply, _Failure] = None
+        while True:
+            try:
+                call = steps.send(reply)
+            except StopIteration as stop:
+                return cast(T, stop.value)
+            if isinstance(call, _Sleep):
+                await asyncio.sleep(call.seconds)
+                reply = None
+                continue
+            try:
+                if call.op == "delete":
+                    await self._client.delete(call.key)
+                    reply = None
+                else:
+                    reply = _parse(await (self._cas if call.op == "cas" else self._load)(keys=[call.key], args=call.args))
+            except self._failures as error:
+                reply = _Failure(error)

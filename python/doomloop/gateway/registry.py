@@ -1,0 +1,349 @@
+"""``SessionRegistry``: many agent sessions in one gateway process, each with its own detectors,
+created on first use, evicted when idle or when there are too many, and optionally kept in a
+shared store so several gateway replicas can serve one session. See docs/gateway.md."""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, TypeVar
+
+from .. import _log
+from .._settings import Settings
+from ..chant import ChantDetector
+from ..errors import SnapshotError
+from ..events import checked_callback, log_extra
+from ..session import DoomLoopDetector
+from ..session_config import DoomLoopConfig
+from ..tool_loop import ToolCallDecision, ToolLoopDetector, ToolOutcome
+from ..tool_loop_config import LoopDetectionConfig
+from .store import MAX_KEY_BYTES, SessionKey, Store, check_seconds, check_session_key
+
+if TYPE_CHECKING:
+    from ..events import EventCallback
+
+__all__ = ["DEFAULT_MAX_SESSIONS", "DEFAULT_TTL", "Session", "SessionRegistry"]
+
+DEFAULT_TTL = 30 * 60.0
+"""Seconds a session may stay idle before it is evicted."""
+
+DEFAULT_MAX_SESSIONS = 100_000
+"""Sessions kept at most; past it the least recently used is evicted."""
+
+# A str key this short is at most MAX_KEY_BYTES of UTF-8: no need to encode it to check.
+_SHORT_KEY = MAX_KEY_BYTES // 4
+# Idle sessions are looked for every this many hooks (and on every new session).
+_SWEEP_EVERY = 256
+
+_R = TypeVar("_R")
+
+
+class Session:
+    """One session's detectors: ``tool_loop`` and ``session`` live as long as the session;
+    ``chant`` is the detector of the response being streamed (``None`` before the first
+    :meth:`SessionRegistry.stream`)."""
+
+    __slots__ = ("key", "tool_loop", "session", "chant", "touched", "_saved")
+
+    def __init__(self, key: str, tool_loop: ToolLoopDetector, session: DoomLoopDetector, now: float) -> None:
+        self.key = key
+        self.tool_loop = tool_loop
+        self.session = session
+        self.chant: Optional[ChantDetector] = None
+        self.touched = now
+        # With a shared store: the blob the live detectors stand for (None once they moved on).
+        self._saved: Optional[bytes] = None
+
+    def __repr__(self) -> str:
+        return f"Session({self.key!r}, tool calls={self.tool_loop.history_len})"
+
+
+def _normalised(key: SessionKey) -> str:
+    """The registry's own form of a session key: the str itself, or bytes decoded losslessly
+    (so ``"a"`` and ``b"a"`` are one session, as in the stores)."""
+    if type(key) is str and len(key) <= _SHORT_KEY:
+        return key
+    name = check_session_key(key)
+    return name.decode("utf-8", "surrogateescape")
+
+
+class SessionRegistry:
+    """Maps session keys to their detectors, for a gateway serving many agent sessions.
+
+    Args:
+        session_config: the :class:`~doomloop.DoomLoopConfig` of every session detector
+            (default: ``DoomLoopConfig.recommended()`` where available, else the defaults).
+        tool_config: the :class:`~doomloop.LoopDetectionConfig` of every tool-loop detector
+            (default: the keyword configuration, detection on).
+        chant_options: keyword options of the :class:`~doomloop.ChantDetector` made for each
+            streamed response.
+        ttl: seconds a session may stay idle before it is evicted (default 30 minutes).
+        max_sessions: sessions kept at most; past it the least recently used is evicted.
+        store: a shared :class:`~doomloop.gateway.Store` (``RedisStore``) so that replicas
+            serving one session share its state; ``None`` keeps every session in this
+            process only. With a store, each hook is one update of the session's blob.
+        on_event: ``callable(LoopEvent)`` for every event of every session's detectors,
+            each carrying its session key (the hook for metrics and alerting).
+        clock: seconds for the idle TTL (default ``time.monotonic``).
+        **tool_options: extension points of every :class:`~doomloop.ToolLoopDetector`.
+
+    Thread-safe, and safe to use from asyncio tasks (no hook blocks unless the store does).
+    """
+
+    def __init__(
+        self,
+        *,
+        session_config: Optional[DoomLoopConfig] = None,
+        tool_config: Optional[LoopDetectionConfig] = None,
+        chant_options: Optional[Dict[str, Any]] = None,
+        ttl: float = DEFAULT_TTL,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        store: Optional[Store] = None,
+        on_event: Optional[EventCallback] = None,
+        clock: Optional[Callable[[], float]] = None,
+        **tool_options: Any,
+    ) -> None:
+        if session_config is None:
+            recommended = getattr(DoomLoopConfig, "recommended", None)
+            session_config = recommended() if recommended is not None else DoomLoopConfig()
+        _check_config("session_config", session_config, DoomLoopConfig)
+        if tool_config is None:
+            tool_config = LoopDetectionConfig()
+        _check_config("tool_config", tool_config, LoopDetectionConfig)
+        self.session_config = session_config
+        self.tool_config = tool_config
+        self.chant_options = dict(chant_options or {})
+        ChantDetector(**self.chant_options)  # refuses bad options now, not on the first stream
+        self.ttl = check_seconds("ttl", ttl)
+        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+            raise ValueError(f"max_sessions must be a positive int, got {max_sessions!r}")
+        self.max_sessions = max_sessions
+        if store is not None and not callable(getattr(store, "update", None)):
+            raise TypeError(f"store must be a Store (with update()), got {type(store).__name__}")
+        self.store = store
+        self.on_event = checked_callback(on_event)
+        self._clock = time.monotonic if clock is None else clock
+        # Checked once: a bad extension point fails here, not in the first session.
+        ToolLoopDetector(tool_config, **tool_options)
+        self._tool_options = tool_options
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._lock = threading.Lock()
+        self._hooks = 0
+        self.created = 0
+        self.evicted = 0
+        self.expired = 0
+
+    # --- the session map -------------------------------------------------------------------
+
+    def _new_session(self, key: str, now: float) -> Session:
+        tool_loop = ToolLoopDetector(self.tool_config, on_event=self.on_event, session_key=key, **self._tool_options)
+        session = DoomLoopDetector(self.session_config, on_event=self.on_event, session_key=key)
+        session.start_session()
+        return Session(key, tool_loop, session, now)
+
+    def _session(self, key: SessionKey) -> Session:
+        name = _normalised(key)
+        now = self._clock()
+        with self._lock:
+            entry = self._sessions.get(name)
+            if entry is not None and now - entry.touched <= self.ttl:
+                self._sessions.move_to_end(name)
+                entry.touched = now
+                self._hooks += 1
+                if self._hooks % _SWEEP_EVERY == 0:
+                    self._sweep(now)
+                return entry
+            if entry is not None:
+                del self._sessions[name]
+                self.expired += 1
+            entry = self._new_session(name, now)
+            self._sessions[name] = entry
+            self.created += 1
+            self._sweep(now)
+            while len(self._sessions) > self.max_sessions:
+                self._sessions.popitem(last=False)
+                self.evicted += 1
+            return entry
+
+    def _sweep(self, now: float) -> None:
+        # Least recently used first: stop at the first session still within its TTL.
+        while self._sessions:
+            oldest = next(iter(self._sessions.values()))
+            if now - oldest.touched <= self.ttl:
+                return
+            self._sessions.popitem(last=False)
+            self.expired += 1
+
+    def get(self, key: SessionKey) -> Session:
+        """The session's detectors, created if it has none (or its idle TTL passed)."""
+        entry = self._session(key)
+        if self.store is not None:
+            self._shared(entry, lambda: None)
+        return entry
+
+    def discard(self, key: SessionKey) -> None:
+        """Forget the session here (and in the store): its next hook starts it afresh."""
+        name = _normalised(key)
+        with self._lock:
+            self._sessions.pop(name, None)
+        if self.store is not None:
+            self.store.delete(name.encode("utf-8", "surrogateescape"))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._sessions)
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, (str, bytes)):
+            return False
+        name = _normalised(key)
+        with self._lock:
+            entry = self._sessions.get(name)
+            return entry is not None and self._clock() - entry.touched <= self.ttl
+
+    def stats(self) -> Dict[str, int]:
+        """Registry-wide counters: ``live`` sessions, sessions ``created``, ``evicted`` (over
+        ``max_sessions``) and ``expired`` (idle past the TTL)."""
+        with self._lock:
+            return {"live": len(self._sessions), "created": self.created, "evicted": self.evicted, "expired": self.expired}
+
+    # --- shared state ----------------------------------------------------------------------
+
+    def _shared(self, entry: Session, hook: Callable[[], _R]) -> _R:
+        """Run ``hook`` on the session's detectors as one update of its blob in the store: on
+        the state the store holds (restored first when another replica changed it), so
+        replicas reach the verdicts one process would, in the order the store commits."""
+        store = self.store
+        if store is None:
+            return hook()
+        result: list[_R] = []
+
+        def update(data: Optional[bytes]) -> bytes:
+            if data != entry._saved:
+                try:
+                    self._load(entry, data)
+                except SnapshotError as error:
+                    # Another version's or a damaged blob: start the session afresh, once.
+                    _log.warning(
+                        "session %r: its stored state cannot be read (%s); starting it afresh",
+                        entry.key,
+                        error,
+                        extra=log_extra(entry.key),
+                    )
+                    self._load(entry, None)
+            result[:] = [hook()]
+            entry._saved = _pack(entry)
+            return entry._saved
+
+        store.update(entry.key.encode("utf-8", "surrogateescape"), update, self.ttl)
+        return result[0]
+
+    def _load(self, entry: Session, data: Optional[bytes]) -> None:
+        fresh = self._new_session(entry.key, entry.touched)
+        if data is not None:
+            tool_blob, session_blob = _unpack(data)
+            fresh.tool_loop._restore(tool_blob)
+            fresh.session._restore(session_blob)
+        entry.tool_loop, entry.session = fresh.tool_loop, fresh.session
+
+    # --- the hooks ---------------------------------------------------------------------------
+
+    def before_tool_call(
+        self, key: SessionKey, tool: str, params: Any, *, run_id: Optional[str] = None, tool_call_id: Optional[str] = None
+    ) -> ToolCallDecision:
+        """:meth:`ToolLoopDetector.before_tool_call` of the session's detector."""
+        entry = self._session(key)
+        if self.store is None:
+            return entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id)
+        return self._shared(entry, lambda: entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id))
+
+    def after_tool_call(
+        self,
+        key: SessionKey,
+        tool: str,
+        params: Any,
+        *,
+        result: Any = None,
+        error: Any = None,
+        run_id: Optional[str] = None,
+        tool_call_id: Optional[str] = None,
+    ) -> ToolOutcome:
+        """:meth:`ToolLoopDetector.after_tool_call` of the session's detector."""
+        entry = self._session(key)
+
+        def hook() -> ToolOutcome:
+            return entry.tool_loop.after_tool_call(
+                tool, params, result=result, error=error, run_id=run_id, tool_call_id=tool_call_id
+            )
+
+        return hook() if self.store is None else self._shared(entry, hook)
+
+    def arm_post_compaction(self, key: SessionKey) -> int:
+        """:meth:`ToolLoopDetector.arm_post_compaction` of the session's detector."""
+        entry = self._session(key)
+        return self._shared(entry, lambda: entry.tool_loop.arm_post_compaction())
+
+    def record_action(
+        self,
+        key: SessionKey,
+        action_type: str,
+        args: Any,
+        result: Any,
+        success: bool,
+        duration: Optional[float] = None,
+        metadata: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        """:meth:`DoomLoopDetector.record_action` of the session's detector."""
+        entry = self._session(key)
+        self._shared(entry, lambda: entry.session.record_action(action_type, args, result, success, duration, metadata))
+
+    def mark_progress(self, key: SessionKey, marker: str) -> None:
+        """:meth:`DoomLoopDetector.mark_progress` of the session's detector."""
+        entry = self._session(key)
+        self._shared(entry, lambda: entry.session.mark_progress(marker))
+
+    def record_response(self, key: SessionKey, text: str) -> None:
+        """:meth:`DoomLoopDetector.record_response` of the session's detector."""
+        entry = self._session(key)
+        self._shared(entry, lambda: entry.session.record_response(text))
+
+    def is_doom_loop(self, key: SessionKey) -> bool:
+        """:meth:`DoomLoopDetector.is_doom_loop` of the session's detector."""
+        entry = self._session(key)
+        return self._shared(entry, lambda: entry.session.is_doom_loop())
+
+    def stream(self, key: SessionKey) -> ChantDetector:
+        """A fresh :class:`~doomloop.ChantDetector` for the response about to be streamed in
+        this session (also ``get(key).chant`` until the next one). Streams stay in the process
+        that serves them; they are not shared through the store."""
+        entry = self._session(key)
+        chant = ChantDetector(**self.chant_options)
+        entry.chant = chant
+        return chant
+
+
+def _check_config(name: str, config: Settings, kind: type) -> None:
+    if not isinstance(config, kind):
+        raise TypeError(f"{name} must be a {kind.__name__}, got {type(config).__name__}")
+
+
+# A session's blob: the tool-loop snapshot's length (4 bytes, little-endian), that snapshot,
+# then the session detector's snapshot (each checksummed on its own).
+_LENGTH = struct.Struct("<I")
+
+
+def _pack(entry: Session) -> bytes:
+    tool = entry.tool_loop.to_bytes()
+    return _LENGTH.pack(len(tool)) + tool + entry.session.to_bytes()
+
+
+def _unpack(data: bytes) -> Tuple[bytes, bytes]:
+    if len(data) < _LENGTH.size:
+        raise SnapshotError("corrupt session blob: shorter than its header")
+    (length,) = _LENGTH.unpack_from(data)
+    if length > len(data) - _LENGTH.size:
+        raise SnapshotError("corrupt session blob: the tool-loop snapshot runs past its end")
+    return data[_LENGTH.size : _LENGTH.size + length], data[_LENGTH.size + length :]
+

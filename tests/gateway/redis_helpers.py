@@ -1,0 +1,185 @@
+"""Redis for the gateway tests and benchmarks: the server they run against, private servers a
+test can kill and restart, and the worker processes of the multi-process tests.
+
+The tests use ``DOOMLOOP_REDIS_URL`` when it is set; otherwise they start a private
+``redis-server`` (no persistence, loopback only) when the binary is installed. With
+``DOOMLOOP_REQUIRE_REDIS=1`` (as ``.ci/run`` sets) a missing server or client fails the tests;
+without it, they skip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import multiprocessing
+import os
+import queue
+import shutil
+import socket
+import struct
+import subprocess
+import time
+from typing import Any, Dict, Iterator, List, NoReturn, Optional, Sequence, Tuple
+
+import pytest
+
+REQUIRED = os.environ.get("DOOMLOOP_REQUIRE_REDIS") == "1"
+
+# One update's record in the test blobs: (worker, sequence number), appended.
+RECORD = struct.Struct(">II")
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Fail under ``DOOMLOOP_REQUIRE_REDIS=1``, skip otherwise."""
+    if REQUIRED:
+        pytest.fail(f"{reason} (DOOMLOOP_REQUIRE_REDIS=1: Redis tests must run)")
+    pytest.skip(reason)
+
+
+def client(url: str) -> Any:
+    """A plain redis-py client for inspecting and tampering with keys."""
+    try:
+        import redis
+    except ImportError:
+        unavailable("redis-py is not installed")
+    return redis.Redis.from_url(url, socket_timeout=5)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """A private ``redis-server`` on a free loopback port, without persistence, that a test can
+    kill and start again on the same port (with no data, as a crashed server comes back)."""
+
+    def __init__(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            unavailable("redis-server is not installed (apt-get install redis-server)")
+        self.binary = binary
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._process: Optional[subprocess.Popen[bytes]] = None
+
+    def start(self) -> None:
+        command = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        self._process = subprocess.Popen([*command, "--loglevel", "warning"], stdout=subprocess.DEVNULL)
+        probe = client(self.url)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                probe.ping()
+                break
+            except Exception:  # noqa: BLE001 -- not up yet, whatever the error
+                if time.monotonic() > deadline or self._process.poll() is not None:
+                    self.kill()
+                    pytest.fail(f"redis-server did not start on port {self.port}")
+                time.sleep(0.02)
+        probe.close()
+
+    def kill(self) -> None:
+        """Stop the server at once (SIGKILL), as a crash would."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
+
+@contextlib.contextmanager
+def server_url() -> Iterator[str]:
+    """The URL the tests run against: ``DOOMLOOP_REDIS_URL``, or a private server's."""
+    url = os.environ.get("DOOMLOOP_REDIS_URL")
+    if url:
+        probe = client(url)
+        try:
+            probe.ping()
+        except Exception as error:  # noqa: BLE001 -- any failure means the server is not usable
+            unavailable(f"DOOMLOOP_REDIS_URL does not answer: {error}")
+        finally:
+            probe.close()
+        yield url
+        return
+    server = RedisServer()
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.kill()
+
+
+# The commands the stores' scripts run inside Redis: INFO commandstats counts them too, but they
+# are no round trips.
+IN_SCRIPTS = {"type", "hmget", "hlen", "hset", "hdel", "pexpire", "del", "time"}
+
+
+def calls(connection: Any) -> Dict[str, int]:
+    """Calls per command a client sent since the server started (INFO commandstats)."""
+    stats = connection.info("commandstats")
+    counts = {name.removeprefix("cmdstat_"): int(entry["calls"]) for name, entry in stats.items()}
+    return {name: count for name, count in counts.items() if name not in IN_SCRIPTS}
+
+
+def made_since(before: Dict[str, int], connection: Any) -> Dict[str, int]:
+    """The commands called since ``before`` was taken, the INFO calls that measure them aside."""
+    after = calls(connection)
+    made = {name: count - before.get(name, 0) for name, count in after.items() if count != before.get(name, 0)}
+    made["info"] = made.get("info", 0) - 1
+    return {name: count for name, count in made.items() if count}
+
+
+def records(blob: bytes) -> List[Tuple[int, int]]:
+    """The (worker, sequence number) records of a test blob."""
+    return [RECORD.unpack_from(blob, offset) for offset in range(0, len(blob), RECORD.size)]
+
+
+def append_worker(
+    url: str, keys: Sequence[str], worker: int, count: int, start: Any, results: Any, store_options: Dict[str, Any]
+) -> None:
+    """A worker process: ``count`` updates that each append (worker, n) to the blob of one key
+    (round robin over ``keys``), once every worker is at the ``start`` barrier. Puts, per update, the key, the length
+    and the digest of the blob the update committed: each must be a prefix of the final blob."""
+    from doomloop.gateway import RedisStore
+
+    store = RedisStore(url, **store_options)
+    committed: List[Tuple[str, int, bytes]] = []
+    start.wait()
+    for n in range(count):
+        key = keys[n % len(keys)]
+        record = RECORD.pack(worker, n)
+        blob = store.update(key, lambda data, record=record: (data or b"") + record, 60)
+        committed.append((key, len(blob), hashlib.blake2b(blob, digest_size=16).digest()))
+    store.close()
+    results.put((worker, committed))
+
+
+def run_workers(
+    url: str, keys: Sequence[str], workers: int, count: int, **store_options: Any
+) -> Dict[int, List[Tuple[str, int, bytes]]]:
+    """Run ``workers`` processes of :func:`append_worker` (spawned, so none shares a client),
+    started together; their results by worker."""
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(workers + 1)
+    results = context.Queue()
+    processes = [
+        context.Process(target=append_worker, args=(url, keys, worker, count, start, results, store_options))
+        for worker in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    start.wait(timeout=120)
+    collected: Dict[int, List[Tuple[str, int, bytes]]] = {}
+    while len(collected) < workers:
+        try:
+            worker, committed = results.get(timeout=1)
+        except queue.Empty:
+            failed = [process.exitcode for process in processes if process.exitcode not in (None, 0)]
+            assert not failed, f"a worker failed (exit codes {failed}); its traceback is in the captured stderr"
+            continue
+        collected[worker] = committed
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0, f"worker exited with {process.exitcode}"
+    return collected

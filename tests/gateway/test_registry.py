@@ -1,0 +1,136 @@
+"""SessionRegistry in one process: detectors per session created on first use, idle and LRU
+eviction, thread safety, events with session keys, bad input."""
+
+from __future__ import annotations
+
+import threading
+from typing import List
+
+import pytest
+
+from doomloop import DoomLoopConfig, LoopDetectionConfig, LoopEvent, ToolLoopDetector
+from doomloop.gateway import SessionRegistry
+from support import FakeClock
+
+
+def _repeat(registry: SessionRegistry, key: str, calls: int, *, run_id: str | None = None) -> List[bool]:
+    blocked = []
+    for _ in range(calls):
+        decision = registry.before_tool_call(key, "exec", {"command": "ls"}, run_id=run_id)
+        blocked.append(decision.blocked)
+        result = decision.blocked_result if decision.blocked else "same"
+        registry.after_tool_call(key, "exec", {"command": "ls"}, result=result, run_id=run_id)
+    return blocked
+
+
+def test_each_session_has_its_own_detectors_with_the_verdicts_of_a_bare_detector() -> None:
+    registry = SessionRegistry()
+    bare = ToolLoopDetector()
+    expected = []
+    for _ in range(25):
+        decision = bare.before_tool_call("exec", {"command": "ls"})
+        expected.append(decision.blocked)
+        bare.after_tool_call("exec", {"command": "ls"}, result=decision.blocked_result if decision.blocked else "same")
+    assert _repeat(registry, "a", 25) == expected
+    # Another session is untouched by the first one's loop.
+    assert _repeat(registry, "b", 1) == [False]
+    assert len(registry) == 2
+    assert registry.get("a").tool_loop.history_len == 20 and registry.get("b").tool_loop.history_len == 1
+    assert registry.stats() == {"live": 2, "created": 2, "evicted": 0, "expired": 0}
+
+
+def test_str_and_bytes_keys_name_one_session() -> None:
+    registry = SessionRegistry()
+    registry.before_tool_call("user-1", "read", {"p": 1})
+    registry.before_tool_call(b"user-1", "read", {"p": 1})
+    assert len(registry) == 1 and registry.get("user-1").tool_loop.history_len == 2
+
+
+def test_idle_sessions_expire_after_the_ttl() -> None:
+    clock = FakeClock(0.0)
+    registry = SessionRegistry(ttl=60.0, clock=clock)
+    registry.before_tool_call("old", "read", {"p": 1})
+    clock.now += 30.0
+    registry.before_tool_call("young", "read", {"p": 1})
+    clock.now += 31.0
+    assert "old" not in registry and "young" in registry
+    registry.before_tool_call("new", "read", {"p": 1})  # a new session sweeps the idle ones
+    assert len(registry) == 2 and registry.stats()["expired"] == 1
+    # Coming back after the TTL starts afresh.
+    clock.now += 61.0
+    assert registry.get("young").tool_loop.history_len == 0
+
+
+def test_the_least_recently_used_session_is_evicted_past_the_maximum() -> None:
+    registry = SessionRegistry(max_sessions=3)
+    for key in "abc":
+        registry.before_tool_call(key, "read", {"p": 1})
+    registry.before_tool_call("a", "read", {"p": 2})  # a is now the most recently used
+    registry.before_tool_call("d", "read", {"p": 1})
+    assert "b" not in registry and {"a", "c", "d"} == {k for k in "abcd" if k in registry}
+    assert registry.stats()["evicted"] == 1
+
+
+def test_run_ids_keep_their_meaning_inside_a_session() -> None:
+    registry = SessionRegistry(tool_config=LoopDetectionConfig(warning_threshold=2, critical_threshold=3))
+    assert _repeat(registry, "s", 3, run_id="r1") == [False] * 3
+    assert _repeat(registry, "s", 1, run_id="r2") == [False]
+    assert _repeat(registry, "s", 1, run_id="r1") == [True]
+
+
+def test_events_carry_the_session_key() -> None:
+    events: List[LoopEvent] = []
+    registry = SessionRegistry(on_event=events.append)
+    _repeat(registry, "tenant/42", 21, run_id="run-9")
+    for _ in range(4):
+        registry.record_action("tenant/42", "read", {"path": "a"}, "same", True)
+    assert registry.is_doom_loop("tenant/42")
+    blocked = [e for e in events if e.blocked]
+    assert blocked and {(e.session_key, e.run_id) for e in blocked} == {("tenant/42", "run-9")}
+    assert [e.detector for e in events if e.source == "session"] == ["repeated_action"]
+
+
+def test_discard_and_streams() -> None:
+    registry = SessionRegistry(chant_options={"max_repeated_chunks": 4})
+    stream = registry.stream("s")
+    assert registry.get("s").chant is stream and registry.stream("s") is not stream
+    registry.discard("s")
+    assert "s" not in registry and len(registry) == 0
+    registry.discard("never-seen")
+
+
+def test_threads_sharing_a_registry_lose_no_call() -> None:
+    registry = SessionRegistry(tool_config=LoopDetectionConfig(history_size=10_000))
+
+    def work(worker: int) -> None:
+        for i in range(500):
+            registry.before_tool_call(f"k{i % 7}", "read", {"worker": worker, "i": i})
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(registry.get(f"k{k}").tool_loop.history_len for k in range(7)) == 2000
+    assert registry.stats()["created"] == 7
+
+
+def test_bad_input_is_refused_clearly() -> None:
+    registry = SessionRegistry()
+    with pytest.raises(ValueError, match="1024"):
+        registry.before_tool_call("x" * 2000, "read", {})
+    with pytest.raises(TypeError, match="str or bytes"):
+        registry.before_tool_call(7, "read", {})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="session_config"):
+        SessionRegistry(session_config=LoopDetectionConfig())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_sessions"):
+        SessionRegistry(max_sessions=0)
+    with pytest.raises(ValueError, match="ttl"):
+        SessionRegistry(ttl=-1)
+    with pytest.raises(TypeError, match="on_event"):
+        SessionRegistry(on_event=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="unknown option"):
+        SessionRegistry(tool_aliasez={})
+    with pytest.raises(TypeError):
+        SessionRegistry(chant_options={"bogus": 1})
+    assert SessionRegistry(session_config=DoomLoopConfig()).session_config == DoomLoopConfig()
