@@ -59,6 +59,16 @@ SCENARIOS = {
         "d = doomloop.ChantDetector(); feed = d.feed; pieces = [f'tok{i} ' for i in range(1000)]",
         "[feed(p) for p in pieces]; d.reset()",
     ),
+    "registry": (
+        "SessionRegistry get-or-create + before_tool_call + after_tool_call (the 'tool' measure through a registry)",
+        1,
+        20_000,
+        "from doomloop.gateway import SessionRegistry\n"
+        "d = SessionRegistry(); before, after = d.before_tool_call, d.after_tool_call\n"
+        "pool = [{'command': f'ls {i}', 'cwd': '/w', 'timeout': 30} for i in range(1000)]\n"
+        "result = {'content': [{'type': 'text', 'text': 'a.py b.py'}], 'details': {'status': 'completed', 'exitCode': 0}}",
+        "params = pool[i % 1000]; before('s', 'read', params); after('s', 'read', params, result=result)",
+    ),
     "blocked": (
         "before_tool_call + after_tool_call of a call blocked as a loop (the same call again)",
         1,

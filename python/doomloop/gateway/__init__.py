@@ -5,6 +5,7 @@ state as an opaque, versioned ``bytes`` blob. :class:`MemoryStore` is the embedd
 
 from ..errors import StoreCorrupt as StoreCorrupt, StoreUnavailable as StoreUnavailable
 from .redis_store import AsyncRedisStore as AsyncRedisStore, RedisStore as RedisStore
+from .registry import Session as Session, SessionRegistry as SessionRegistry
 from .store import (
     MAX_KEY_BYTES as MAX_KEY_BYTES,
     AsyncStore as AsyncStore,
@@ -24,6 +25,8 @@ __all__ = [
     "MemoryStore",
     "OnError",
     "RedisStore",
+    "Session",
+    "SessionRegistry",
     "SessionKey",
     "Store",
     "StoreCorrupt",

@@ -34,8 +34,6 @@ DEFAULT_MAX_SESSIONS = 100_000
 
 # A str key this short is at most MAX_KEY_BYTES of UTF-8: no need to encode it to check.
 _SHORT_KEY = MAX_KEY_BYTES // 4
-# Idle sessions are looked for every this many hooks (and on every new session).
-_SWEEP_EVERY = 256
 
 _R = TypeVar("_R")
 
@@ -130,7 +128,6 @@ class SessionRegistry:
         self._tool_options = tool_options
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
-        self._hooks = 0
         self.created = 0
         self.evicted = 0
         self.expired = 0
@@ -144,23 +141,33 @@ class SessionRegistry:
         return Session(key, tool_loop, session, now)
 
     def _session(self, key: SessionKey) -> Session:
-        name = _normalised(key)
+        # The hot path takes no lock: each step is one atomic operation on the map, and a
+        # session evicted by another thread meanwhile is simply created again below.
+        name = key if type(key) is str and len(key) <= _SHORT_KEY else _normalised(key)
         now = self._clock()
+        entry = self._sessions.get(name)
+        if entry is not None and now - entry.touched <= self.ttl:
+            entry.touched = now
+            try:
+                self._sessions.move_to_end(name)
+            except KeyError:
+                pass
+            else:
+                return entry
+        return self._create(name, now)
+
+    def _create(self, name: str, now: float) -> Session:
         with self._lock:
             entry = self._sessions.get(name)
             if entry is not None and now - entry.touched <= self.ttl:
-                self._sessions.move_to_end(name)
-                entry.touched = now
-                self._hooks += 1
-                if self._hooks % _SWEEP_EVERY == 0:
-                    self._sweep(now)
-                return entry
+                return entry  # another thread created it first
             if entry is not None:
                 del self._sessions[name]
                 self.expired += 1
             entry = self._new_session(name, now)
             self._sessions[name] = entry
             self.created += 1
+            # Idle sessions are dropped here, so the map only grows while sessions are live.
             self._sweep(now)
             while len(self._sessions) > self.max_sessions:
                 self._sessions.popitem(last=False)
@@ -192,7 +199,9 @@ class SessionRegistry:
             self.store.delete(name.encode("utf-8", "surrogateescape"))
 
     def __len__(self) -> int:
+        """Live sessions (idle ones past the TTL are dropped first)."""
         with self._lock:
+            self._sweep(self._clock())
             return len(self._sessions)
 
     def __contains__(self, key: object) -> bool:
@@ -207,6 +216,7 @@ class SessionRegistry:
         """Registry-wide counters: ``live`` sessions, sessions ``created``, ``evicted`` (over
         ``max_sessions``) and ``expired`` (idle past the TTL)."""
         with self._lock:
+            self._sweep(self._clock())
             return {"live": len(self._sessions), "created": self.created, "evicted": self.evicted, "expired": self.expired}
 
     # --- shared state ----------------------------------------------------------------------
@@ -256,8 +266,13 @@ class SessionRegistry:
         """:meth:`ToolLoopDetector.before_tool_call` of the session's detector."""
         entry = self._session(key)
         if self.store is None:
+            if run_id is None and tool_call_id is None:
+                # Keyword arguments cost the engine's argument parser more than the call itself.
+                return entry.tool_loop.before_tool_call(tool, params)
             return entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id)
-        return self._shared(entry, lambda: entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id))
+        return self._shared(
+            entry, lambda: entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id)
+        )
 
     def after_tool_call(
         self,
@@ -272,13 +287,18 @@ class SessionRegistry:
     ) -> ToolOutcome:
         """:meth:`ToolLoopDetector.after_tool_call` of the session's detector."""
         entry = self._session(key)
-
-        def hook() -> ToolOutcome:
+        if self.store is None:
+            if error is None and run_id is None and tool_call_id is None:
+                return entry.tool_loop.after_tool_call(tool, params, result=result)
             return entry.tool_loop.after_tool_call(
                 tool, params, result=result, error=error, run_id=run_id, tool_call_id=tool_call_id
             )
-
-        return hook() if self.store is None else self._shared(entry, hook)
+        return self._shared(
+            entry,
+            lambda: entry.tool_loop.after_tool_call(
+                tool, params, result=result, error=error, run_id=run_id, tool_call_id=tool_call_id
+            ),
+        )
 
     def arm_post_compaction(self, key: SessionKey) -> int:
         """:meth:`ToolLoopDetector.arm_post_compaction` of the session's detector."""
@@ -346,4 +366,3 @@ def _unpack(data: bytes) -> Tuple[bytes, bytes]:
     if length > len(data) - _LENGTH.size:
         raise SnapshotError("corrupt session blob: the tool-loop snapshot runs past its end")
     return data[_LENGTH.size : _LENGTH.size + length], data[_LENGTH.size + length :]
-
