@@ -110,6 +110,11 @@ class SessionEngine:
     def _loop_event(self) -> Optional[Tuple[str, str, str, int, int]]: ...
     def _next_backoff(self) -> float: ...
     def _recent_action_types(self) -> list[str]: ...
+    def to_bytes(self) -> bytes:
+        """The detector's state and config as a snapshot (docs/snapshots.md); the session
+        clock is saved as the time elapsed now. :class:`doomloop.SnapshotError` in the middle
+        of a streamed response (call ``end_response()`` first)."""
+    def _restore(self, data: Union[bytes, bytearray, memoryview]) -> None: ...
     @property
     def _history_capacity(self) -> int: ...
 
@@ -263,7 +268,8 @@ class ToolLoopEngine:
     def _arm(self) -> int: ...
     def get_stats(self) -> dict[str, int]:
         """Counts since the detector was built (O(1)): ``calls`` decided, ``warnings``
-        emitted, ``blocks`` (calls blocked), ``blocked_episodes``, ``outcomes`` recorded,
+        emitted, ``blocks`` (calls blocked), ``blocked_episodes``, ``outcomes`` (finished calls
+        reported, a veto or no result included),
         ``guard_aborts``, and ``history_len``."""
     @property
     def history_len(self) -> int:

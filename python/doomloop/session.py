@@ -12,7 +12,7 @@ import time
 from functools import partial
 
 from . import _log
-from ._core import SessionEngine
+from ._core import SessionEngine, snapshot_settings
 from .enums import DoomLoopType, RecoveryAction
 from .events import LoopEvent, checked_callback, log_extra
 from .session_config import DoomLoopConfig
@@ -25,9 +25,11 @@ _DEFAULT_CONFIG = DoomLoopConfig()
 TYPE_CHECKING = False
 
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Optional
+    from typing import Any, Callable, Dict, List, Optional, Tuple
 
     from .events import EventCallback
+
+_RUNTIME_OPTIONS = frozenset({"clock", "on_event", "session_key"})
 
 # The engine names loop types and rungs by their enum values.
 _LOOP_TYPES = {member.value: member for member in DoomLoopType}
@@ -111,6 +113,7 @@ class DoomLoopDetector(SessionEngine):
     config: DoomLoopConfig
     on_event: Optional[EventCallback]
     session_key: Optional[str]
+    _clock: Optional[Callable[[], float]]
 
     def __new__(
         cls,
@@ -131,7 +134,35 @@ class DoomLoopDetector(SessionEngine):
         self.config = config
         self.on_event = on_event
         self.session_key = session_key
+        self._clock = clock
         return self
+
+    @classmethod
+    def from_bytes(cls, data: bytes, **options: Any) -> DoomLoopDetector:
+        """The detector a :meth:`to_bytes` snapshot saved: same config, same state (its
+        session clock continues from the elapsed time saved), so it answers every
+        continuation as the original would. ``options`` are ``clock``, ``on_event`` and
+        ``session_key`` (a snapshot does not carry them). Raises
+        :class:`~doomloop.SnapshotError` naming what is wrong with ``data``."""
+        unknown = set(options) - _RUNTIME_OPTIONS
+        if unknown:
+            raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+        config = DoomLoopConfig(*snapshot_settings("DoomLoopConfig", data))
+        self = cls(config, **options)
+        self._restore(data)
+        return self
+
+    def _options(self) -> Dict[str, Any]:
+        return {"clock": self._clock, "on_event": self.on_event, "session_key": self.session_key}
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_restored, (type(self), self.to_bytes(), self._options()))
+
+    def __copy__(self) -> DoomLoopDetector:
+        return _restored(type(self), self.to_bytes(), self._options())
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> DoomLoopDetector:
+        return self.__copy__()
 
     def get_loop_type(self) -> Optional[DoomLoopType]:
         """The loop found now (checks in the documented precedence), or None."""
@@ -171,3 +202,8 @@ class DoomLoopDetector(SessionEngine):
         delay = self._next_backoff()
         await asyncio.sleep(delay)
         return delay
+
+
+def _restored(cls: type[DoomLoopDetector], data: bytes, options: Dict[str, Any]) -> DoomLoopDetector:
+    # Module-level, so pickle can name it.
+    return cls.from_bytes(data, **options)

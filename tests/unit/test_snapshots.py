@@ -11,7 +11,8 @@ from typing import Any, List, Tuple
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from doomloop import LoopDetectionConfig, SnapshotError, ToolLoopDetector
+from doomloop import DoomLoopConfig, DoomLoopDetector, LoopDetectionConfig, SnapshotError, ToolLoopDetector
+from support import FakeClock
 
 TOOLS = ["read", "list", "exec", "process"]
 # (tool, params, result, error, run id, call id, arm the guard first)
@@ -145,3 +146,84 @@ def test_snapshot_input_types() -> None:
         assert ToolLoopDetector.from_bytes(form).to_bytes() == data  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="bytes, bytearray or memoryview"):
         ToolLoopDetector.from_bytes(data.hex())  # type: ignore[arg-type]
+
+
+# --- the session detector -------------------------------------------------------------------
+
+# (action type, args, result, success, progress marker?, plan state, response text)
+SessionStep = Tuple[str, Any, Any, bool, bool, Any, Any]
+
+session_steps = st.tuples(
+    st.sampled_from(["read", "bash", "grep"]),
+    st.one_of(st.none(), st.fixed_dictionaries({"p": st.integers(0, 2)})),
+    st.sampled_from(["ok", "same", "error: 1"]),
+    st.booleans(),
+    st.booleans(),
+    st.one_of(st.none(), st.integers(0, 3)),
+    st.one_of(st.none(), st.sampled_from(["fine", "again " * 30, ""])),
+)
+
+
+def _session_answers(detector: DoomLoopDetector, clock: FakeClock, script: List[SessionStep]) -> List[Any]:
+    out: List[Any] = []
+    for action, args, result, success, marker, plan, response in script:
+        clock.now += 1.5
+        detector.record_action(action, args, result, success)
+        if marker:
+            detector.mark_progress("m")
+        if plan is not None:
+            detector.record_plan(plan)
+        if response is not None:
+            detector.record_response(response)
+        event = detector.get_loop_event()
+        out.append((detector.get_loop_type(), detector.get_recovery_action(), None if event is None else event.description))
+        out.append(detector.get_stats())
+        if detector.is_doom_loop() and detector.increment_recovery():
+            out.append(detector._next_backoff())
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    before=st.lists(session_steps, max_size=30),
+    after=st.lists(session_steps, max_size=20),
+    identical=st.integers(2, 5),
+)
+def test_a_restored_session_detector_answers_as_its_twin(
+    before: List[SessionStep], after: List[SessionStep], identical: int
+) -> None:
+    config = DoomLoopConfig(max_identical_actions=identical, max_total_time=40.0, content_chunk_size=5, max_repeated_chunks=3)
+    clocks = FakeClock(100.0), FakeClock(100.0)
+    original, twin = DoomLoopDetector(config, clock=clocks[0]), DoomLoopDetector(config, clock=clocks[1])
+    for detector in (original, twin):
+        detector.start_session()
+    assert _session_answers(original, clocks[0], before) == _session_answers(twin, clocks[1], before)
+    data = twin.to_bytes()
+    # Another process, another clock: the elapsed time carries over.
+    elsewhere = FakeClock(clocks[0].now + 5000.0)
+    restored = DoomLoopDetector.from_bytes(data, clock=elsewhere)
+    assert restored.config == config and restored.to_bytes() == data
+    assert _session_answers(restored, elsewhere, after) == _session_answers(original, clocks[0], after)
+
+
+def test_session_snapshots_copy_pickle_and_refuse_bad_data() -> None:
+    clock = FakeClock(0.0)
+    detector = DoomLoopDetector(clock=clock, session_key="s")
+    detector.start_session()
+    for _ in range(4):
+        detector.record_action("read", {"p": 1}, "same", True)
+    clock.now = 10.0
+    data = detector.to_bytes()
+    for twin in (copy.deepcopy(detector), pickle.loads(pickle.dumps(detector))):
+        assert twin.to_bytes() == data and twin.session_key == "s"
+        assert twin.get_loop_event() is not None
+    with pytest.raises(SnapshotError, match="ToolLoopDetector snapshot cannot restore a DoomLoopDetector"):
+        DoomLoopDetector.from_bytes(ToolLoopDetector().to_bytes())
+    for n in range(len(data)):
+        with pytest.raises(SnapshotError):
+            DoomLoopDetector.from_bytes(data[:n])
+    detector.record_output_chunk("streaming...")
+    with pytest.raises(SnapshotError, match="end_response"):
+        detector.to_bytes()
+    detector.end_response()
+    assert DoomLoopDetector.from_bytes(detector.to_bytes(), clock=clock).get_stats() == detector.get_stats()

@@ -10,19 +10,23 @@ use std::time::Instant;
 
 use doomloop_engine::fingerprint::{hash_action, hash_none, Canon};
 use doomloop_engine::session::{Finding, Session, SessionConfig};
-use doomloop_engine::settings::SESSION;
+use doomloop_engine::settings::{Value, SESSION};
+use doomloop_engine::snapshot::SnapshotError;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
 use crate::canonical::{fingerprint, fingerprint_str, is_huge_negative};
 use crate::chant::{lock, scan_text};
+use crate::errors::{snapshot_bytes, snapshot_error};
 use crate::settings::checked;
 use crate::tool_results::type_name;
 
 #[pyclass(module = "doomloop._core", subclass, frozen)]
 pub struct SessionEngine {
     state: Mutex<Session>,
+    /// The checked settings it was built from (what a snapshot saves).
+    settings: Vec<Value>,
     clock: Option<Py<PyAny>>,
     /// Called with the description of each new loop episode (the Python layer logs it).
     on_episode: Option<Py<PyAny>>,
@@ -146,9 +150,11 @@ impl SessionEngine {
         if _on_episode.as_ref().is_some_and(|hook| !hook.bind(py).is_callable()) {
             return Err(PyTypeError::new_err("_on_episode must be callable"));
         }
-        let session_config = SessionConfig::from_values(&checked(&SESSION, settings)?);
+        let settings = checked(&SESSION, settings)?;
+        let session_config = SessionConfig::from_values(&settings);
         Ok(SessionEngine {
             state: Mutex::new(Session::new(session_config)),
+            settings,
             clock,
             on_episode: _on_episode,
         })
@@ -304,6 +310,34 @@ impl SessionEngine {
         stats.set_item("elapsed_time", elapsed)?;
         stats.set_item("current_backoff", s.current_backoff)?;
         Ok(stats)
+    }
+
+    /// The detector's state and settings as a snapshot (docs/snapshots.md); the session
+    /// clock is saved as the time elapsed now.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let now = self.now(py)?;
+        match self.lock(py).snapshot(&self.settings, now) {
+            Some(data) => Ok(PyBytes::new(py, &data)),
+            None => Err(snapshot_error(
+                py,
+                SnapshotError::Invalid {
+                    what: "a response is being streamed (call end_response() before taking a snapshot)".to_owned(),
+                },
+            )),
+        }
+    }
+
+    /// Replace the state with a snapshot's (made under the same settings); on any error the
+    /// state is left as it was.
+    fn _restore(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let data = snapshot_bytes(data)?;
+        let now = self.now(py)?;
+        let (restored, settings) = Session::restore(&data, now).map_err(|e| snapshot_error(py, e))?;
+        if settings != self.settings {
+            return Err(PyValueError::new_err("the snapshot's settings are not this detector's"));
+        }
+        *self.lock(py) = restored;
+        Ok(())
     }
 
     /// The last ten action types, oldest first.

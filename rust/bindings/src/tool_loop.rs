@@ -556,7 +556,8 @@ impl ToolLoopEngine {
     }
 
     /// Counts since the detector was built (O(1)): calls decided, warnings emitted, calls
-    /// blocked, blocked episodes, outcomes recorded, guard aborts, and the history's length.
+    /// blocked, blocked episodes, finished calls reported, guard aborts, and the history's
+    /// length.
     fn get_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let (s, history) = {
             let state = self.lock(py);

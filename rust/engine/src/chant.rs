@@ -663,6 +663,20 @@ impl<S: Symbol> Chant<S> {
         self.event.as_ref()
     }
 
+    /// The secret key of the window hash (saved by a session's snapshot, so a restored
+    /// detector finds what the original would).
+    pub fn key(&self) -> HashKey {
+        self.key
+    }
+
+    /// A detector over a finished stream whose verdict was `event` (a session's snapshot
+    /// restores the last response's verdict; the next response starts a new stream).
+    pub fn finished(config: ChantConfig, key: HashKey, event: Option<ChantEvent<S>>) -> Self {
+        let mut chant = Self::with_key(config, key);
+        chant.event = event;
+        chant
+    }
+
     /// Forget everything and start a new stream (allocations and the hash key are kept, so
     /// the same text gives the same event again).
     pub fn reset(&mut self) {

@@ -125,13 +125,21 @@ impl RecentNames {
 
     /// The names, oldest first.
     pub fn oldest_first(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self
+        self.oldest_first_with_digests()
+            .into_iter()
+            .map(|(_, name)| name)
+            .collect()
+    }
+
+    /// The (digest, name) of each item, oldest first.
+    pub fn oldest_first_with_digests(&self) -> Vec<(u64, &str)> {
+        let mut items: Vec<(u64, &str)> = self
             .digests
             .iter_newest_first()
-            .filter_map(|&d| self.names.get(d))
+            .filter_map(|&d| Some((d, self.names.get(d)?)))
             .collect();
-        names.reverse();
-        names
+        items.reverse();
+        items
     }
 
     pub fn heap_bytes(&self) -> usize {

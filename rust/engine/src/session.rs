@@ -7,10 +7,11 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::chant::{Chant, ChantConfig, TextInput};
+use crate::chant::{Chant, ChantConfig, ChantEvent, HashKey, TextInput};
 use crate::names::RecentNames;
 use crate::ring::Ring;
 use crate::settings::{Value, SESSION};
+use crate::snapshot::{invalid, open, seal, SnapshotError, SnapshotKind};
 
 /// Action types kept by name for `DoomLoopEvent.action_history`.
 pub const RECENT_TYPES: usize = 10;
@@ -628,6 +629,239 @@ fn clamp(mut config: SessionConfig) -> SessionConfig {
     config.max_cycle_period = config.max_cycle_period.clamp(2, MAX_CYCLE_PERIOD);
     config.min_cycle_repeats = config.min_cycle_repeats.clamp(2, MAX_CYCLE_REPEATS);
     config
+}
+
+/// Longest action-type name a snapshot may carry.
+const MAX_SNAPSHOT_NAME: usize = 1 << 16;
+
+fn loop_type_of(byte: u8) -> Result<LoopType, SnapshotError> {
+    Ok(match byte {
+        0 => LoopType::RepeatedAction,
+        1 => LoopType::RepeatedFailure,
+        2 => LoopType::NoProgress,
+        3 => LoopType::CircularPlan,
+        4 => LoopType::ResourceExhaustion,
+        5 => LoopType::RepeatedOutput,
+        other => return Err(invalid(format!("loop type {other}"))),
+    })
+}
+
+impl Session {
+    /// The state as a snapshot under the checked `settings::SESSION` values it was built
+    /// from. The session clock is saved as the time elapsed at `now`, so a restored detector
+    /// keeps counting from there on whatever clock it gets. `None` in the middle of a
+    /// streamed response (its windows are not saved): end the response first.
+    pub fn snapshot(&self, settings: &[Value], now: f64) -> Option<Vec<u8>> {
+        if self.output_open {
+            return None;
+        }
+        Some(seal(SnapshotKind::Session, &SESSION, |w| {
+            w.settings(settings);
+            let records: Vec<&ActionRecord> = self.history.iter_newest_first().collect();
+            w.len(records.len());
+            for r in records.into_iter().rev() {
+                w.u64(r.identity);
+                w.u64(r.kind);
+                w.u64(r.result);
+                w.bool(r.failed);
+            }
+            for run in [
+                self.identical_run,
+                self.similar_run,
+                self.failure_run,
+                self.same_result_run,
+            ] {
+                w.u64(run);
+            }
+            w.len(self.period_runs.len());
+            for &run in &self.period_runs {
+                w.u64(run);
+            }
+            w.opt_u64(self.last_marker_at);
+            w.len(self.plan_order.len());
+            for digest in &self.plan_order {
+                w.u64(*digest);
+                let visit = self.plan_visits.get(digest);
+                w.u64(visit.map_or(0, |v| v.count));
+                w.u64(visit.map_or(0, |v| v.markers_at_first_visit));
+            }
+            w.opt_u64(self.last_plan);
+            match self.started_at {
+                Some(start) => {
+                    w.u8(1);
+                    w.f64(now - start);
+                }
+                None => w.u8(0),
+            }
+            let st = &self.stats;
+            for count in [
+                st.total_actions,
+                st.successful_actions,
+                st.failed_actions,
+                st.loop_events,
+                st.recovery_attempts,
+                st.progress_markers,
+            ] {
+                w.u64(count);
+            }
+            w.f64(st.current_backoff);
+            w.opt_u64(self.last_type.map(|t| t as u64));
+            let key = self.output.key();
+            w.u64(key.base);
+            w.u64(key.salt);
+            match self.output.event() {
+                Some(e) => {
+                    w.u8(1);
+                    w.u64(e.start);
+                    w.u64(e.end);
+                    w.opt_u64(e.period);
+                    w.u64(e.count);
+                    w.len(e.window.len());
+                    for &symbol in &e.window {
+                        w.u32(symbol);
+                    }
+                }
+                None => w.u8(0),
+            }
+            let recent = self.recent_types.oldest_first_with_digests();
+            w.len(recent.len());
+            for (digest, name) in recent {
+                w.u64(digest);
+                w.str(name);
+            }
+        }))
+    }
+
+    /// The session a [`Session::snapshot`] saved, its clock restarted at `now`, and the
+    /// settings it was made with.
+    pub fn restore(data: &[u8], now: f64) -> Result<(Session, Vec<Value>), SnapshotError> {
+        let mut r = open(data, SnapshotKind::Session, &SESSION)?;
+        let settings = r.settings(&SESSION)?;
+        let config = SessionConfig::from_values(&settings);
+        if let Some((name, problem)) = config.problem() {
+            return Err(invalid(format!("{name} {problem}")));
+        }
+        let mut s = Session::new(config);
+        let records = r.len("the history", s.history.capacity())?;
+        for _ in 0..records {
+            let record = ActionRecord {
+                identity: r.u64("an action")?,
+                kind: r.u64("an action")?,
+                result: r.u64("an action")?,
+                failed: r.bool("an action")?,
+            };
+            s.history.push(record);
+        }
+        s.identical_run = r.u64("the runs")?;
+        s.similar_run = r.u64("the runs")?;
+        s.failure_run = r.u64("the runs")?;
+        s.same_result_run = r.u64("the runs")?;
+        let periods = r.len("the cycle runs", s.period_runs.len())?;
+        if periods != s.period_runs.len() {
+            return Err(invalid(format!(
+                "{periods} cycle runs, {} expected",
+                s.period_runs.len()
+            )));
+        }
+        for run in s.period_runs.iter_mut() {
+            *run = r.u64("the cycle runs")?;
+        }
+        s.last_marker_at = r.opt_u64("the last marker")?;
+        let plans = r.len("the plan states", PLAN_STATES_CAP)?;
+        for _ in 0..plans {
+            let digest = r.u64("a plan state")?;
+            let count = r.u64("a plan state")?;
+            let markers_at_first_visit = r.u64("a plan state")?;
+            if s.plan_visits
+                .insert(
+                    digest,
+                    PlanVisit {
+                        count,
+                        markers_at_first_visit,
+                    },
+                )
+                .is_some()
+            {
+                return Err(invalid("a plan state is listed twice"));
+            }
+            s.plan_order.push_back(digest);
+        }
+        s.last_plan = r.opt_u64("the last plan state")?;
+        s.started_at = match r.u8("the session clock")? {
+            0 => None,
+            1 => {
+                let elapsed = r.f64("the session clock")?;
+                if !elapsed.is_finite() {
+                    return Err(invalid("the session's elapsed time is not finite"));
+                }
+                Some(now - elapsed)
+            }
+            other => return Err(invalid(format!("the session clock has presence byte {other}"))),
+        };
+        let mut counts = [0u64; 6];
+        for count in &mut counts {
+            *count = r.u64("the stats")?;
+        }
+        let [total_actions, successful_actions, failed_actions, loop_events, recovery_attempts, progress_markers] =
+            counts;
+        let current_backoff = r.f64("the stats")?;
+        if !(0.0..=s.config.max_backoff.max(s.config.initial_backoff)).contains(&current_backoff) {
+            return Err(invalid(format!(
+                "the current backoff {current_backoff} is out of range"
+            )));
+        }
+        s.stats = SessionStats {
+            total_actions,
+            successful_actions,
+            failed_actions,
+            loop_events,
+            recovery_attempts,
+            progress_markers,
+            current_backoff,
+        };
+        s.last_type = match r.opt_u64("the last loop type")? {
+            Some(t) => Some(loop_type_of(
+                u8::try_from(t).map_err(|_| invalid(format!("loop type {t}")))?,
+            )?),
+            None => None,
+        };
+        let key = HashKey {
+            base: r.u64("the output hash key")?,
+            salt: r.u64("the output hash key")?,
+        };
+        let event = match r.u8("the output verdict")? {
+            0 => None,
+            1 => {
+                let start = r.u64("the output verdict")?;
+                let end = r.u64("the output verdict")?;
+                let period = r.opt_u64("the output verdict")?;
+                let count = r.u64("the output verdict")?;
+                let window_len = usize::try_from(s.config.content_chunk_size).unwrap_or(usize::MAX);
+                let symbols = r.len("the repeated window", window_len)?;
+                let mut window = Vec::with_capacity(symbols);
+                for _ in 0..symbols {
+                    window.push(r.u32("the repeated window")?);
+                }
+                Some(ChantEvent {
+                    start,
+                    end,
+                    period,
+                    count,
+                    window,
+                })
+            }
+            other => return Err(invalid(format!("the output verdict has presence byte {other}"))),
+        };
+        s.output = Chant::finished(s.config.chant_config(), key, event);
+        let recent = r.len("the recent action types", RECENT_TYPES)?;
+        for _ in 0..recent {
+            let digest = r.u64("a recent action type")?;
+            let name = r.str("a recent action type", MAX_SNAPSHOT_NAME)?;
+            s.recent_types.push(digest, name);
+        }
+        r.finish()?;
+        Ok((s, settings))
+    }
 }
 
 #[cfg(test)]

@@ -880,7 +880,7 @@ pub struct ToolLoopStats {
     pub blocks: u64,
     /// Blocked episodes (a loop blocked again and again is one).
     pub blocked_episodes: u64,
-    /// Outcomes recorded.
+    /// Finished calls reported (`after_call` or `record_outcome`, a veto or no result included).
     pub outcomes: u64,
     /// Post-compaction guard aborts.
     pub guard_aborts: u64,
@@ -971,7 +971,7 @@ impl NamedSession {
         unknown: Option<&str>,
     ) -> Option<GuardVerdict> {
         self.remember_outcome(key, tool, outcome, unknown);
-        self.stats.outcomes += u64::from(outcome.is_some());
+        self.stats.outcomes += 1;
         let verdict = self.session.after_call(key, call_id, outcome, ());
         self.stats.guard_aborts += u64::from(matches!(verdict, Some(GuardVerdict::Abort(_))));
         verdict
