@@ -5,7 +5,9 @@ detector)."""
 from __future__ import annotations
 
 import copy
+import json
 import pickle
+from pathlib import Path
 from typing import Any, List, Tuple
 
 import pytest
@@ -227,3 +229,31 @@ def test_session_snapshots_copy_pickle_and_refuse_bad_data() -> None:
         detector.to_bytes()
     detector.end_response()
     assert DoomLoopDetector.from_bytes(detector.to_bytes(), clock=clock).get_stats() == detector.get_stats()
+
+
+# --- format vectors --------------------------------------------------------------------------
+
+VECTORS = json.loads((Path(__file__).parent / "snapshot_vectors.json").read_text(encoding="utf-8"))
+
+
+def test_the_version_1_vectors_still_restore() -> None:
+    tool_data = bytes.fromhex(VECTORS["tool_loop"]["hex"])
+    # The header, read by hand: magic, version 1, kind 2 (tool loop), reserved 0.
+    assert tool_data[:4] == b"DLSN" and tool_data[4:6] == b"\x01\x00" and tool_data[6:8] == b"\x02\x00"
+    tools = ToolLoopDetector.from_bytes(tool_data)
+    assert (tools.config.warning_threshold, tools.config.critical_threshold) == (3, 5)
+    assert tools.history_len == 5 and tools.get_stats()["calls"] == 5 and tools.get_stats()["warnings"] == 1
+    assert tools.before_tool_call("exec", {"command": "make test"}).blocked
+    # The same calls still make the same bytes: the encoding has not drifted.
+    again = ToolLoopDetector(warning_threshold=3, critical_threshold=5)
+    for _ in range(5):
+        again.before_tool_call("exec", {"command": "make test"})
+        again.after_tool_call("exec", {"command": "make test"}, result="1 failed")
+    assert again.to_bytes() == tool_data
+
+    session_data = bytes.fromhex(VECTORS["session"]["hex"])
+    assert session_data[:8] == b"DLSN\x01\x00\x01\x00"
+    session = DoomLoopDetector.from_bytes(session_data, clock=FakeClock(50.0))
+    stats = session.get_stats()
+    assert (stats["total_actions"], stats["progress_markers"], stats["elapsed_time"]) == (3, 1, 7.0)
+    assert session._recent_action_types() == ["read"] * 3
