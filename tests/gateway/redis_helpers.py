@@ -169,17 +169,25 @@ def run_workers(
     ]
     for process in processes:
         process.start()
-    start.wait(timeout=120)
-    collected: Dict[int, List[Tuple[str, int, bytes]]] = {}
-    while len(collected) < workers:
-        try:
-            worker, committed = results.get(timeout=1)
-        except queue.Empty:
-            failed = [process.exitcode for process in processes if process.exitcode not in (None, 0)]
-            assert not failed, f"a worker failed (exit codes {failed}); its traceback is in the captured stderr"
-            continue
-        collected[worker] = committed
-    for process in processes:
-        process.join(timeout=60)
-        assert process.exitcode == 0, f"worker exited with {process.exitcode}"
-    return collected
+    try:
+        start.wait(timeout=120)
+        collected: Dict[int, List[Tuple[str, int, bytes]]] = {}
+        while len(collected) < workers:
+            try:
+                worker, committed = results.get(timeout=1)
+            except queue.Empty:
+                failed = [process.exitcode for process in processes if process.exitcode not in (None, 0)]
+                assert not failed, f"a worker failed (exit codes {failed}); its traceback is in the captured stderr"
+                continue
+            collected[worker] = committed
+        for process in processes:
+            process.join(timeout=60)
+            assert process.exitcode == 0, f"worker exited with {process.exitcode}"
+        return collected
+    finally:
+        # A failed run leaves no worker behind (one blocked on the results queue would keep
+        # the test session from exiting).
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+                process.join()
