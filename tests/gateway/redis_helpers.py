@@ -112,7 +112,7 @@ def server_url() -> Iterator[str]:
 
 # The commands the stores' scripts run inside Redis: INFO commandstats counts them too, but they
 # are no round trips.
-IN_SCRIPTS = {"type", "hmget", "hlen", "hset", "hdel", "pexpire", "del", "time"}
+IN_SCRIPTS = {"type", "hmget", "hget", "hexists", "hlen", "hset", "hdel", "pexpire", "del", "time"}
 
 
 def calls(connection: Any) -> Dict[str, int]:
@@ -135,51 +135,87 @@ def records(blob: bytes) -> List[Tuple[int, int]]:
     return [RECORD.unpack_from(blob, offset) for offset in range(0, len(blob), RECORD.size)]
 
 
-def append_worker(
-    url: str, keys: Sequence[str], worker: int, count: int, start: Any, results: Any, store_options: Dict[str, Any]
-) -> None:
-    """A worker process: ``count`` updates that each append (worker, n) to the blob of one key
-    (round robin over ``keys``), once every worker is at the ``start`` barrier. Puts, per update, the key, the length
-    and the digest of the blob the update committed: each must be a prefix of the final blob."""
-    from doomloop.gateway import RedisStore
-
-    store = RedisStore(url, **store_options)
+def append_worker(store: Any, keys: Sequence[str], worker: int, count: int) -> List[Tuple[str, int, bytes]]:
+    """``count`` updates that each append (worker, n) to the blob of one key (round robin over
+    ``keys``). Returns, per update, the key, the length and the digest of the blob the update
+    committed: each must be a prefix of the key's final blob."""
     committed: List[Tuple[str, int, bytes]] = []
-    start.wait()
     for n in range(count):
         key = keys[n % len(keys)]
         record = RECORD.pack(worker, n)
         blob = store.update(key, lambda data, record=record: (data or b"") + record, 60)
         committed.append((key, len(blob), hashlib.blake2b(blob, digest_size=16).digest()))
+    return committed
+
+
+def count_worker(store: Any, keys: Sequence[str], worker: int, count: int) -> None:
+    """``count`` updates of ``keys[worker % len(keys)]`` (one key for all workers, or one
+    each) that each add one to the counter heading its blob (see :func:`bump`)."""
+    key = keys[worker % len(keys)]
+    for _ in range(count):
+        store.update(key, bump, 60)
+
+
+def counted(size: int, value: int = 0) -> bytes:
+    """A blob of ``size`` bytes whose first 8 hold a counter."""
+    return value.to_bytes(8, "big") + bytes(size - 8)
+
+
+def bump(data: Optional[bytes]) -> bytes:
+    """``data``'s counter plus one (a new blob of 4 KiB when there is none)."""
+    if data is None:
+        return counted(4096, 1)
+    return (int.from_bytes(data[:8], "big") + 1).to_bytes(8, "big") + data[8:]
+
+
+def _worker(job: Any, url: str, keys: Sequence[str], worker: int, count: int, start: Any, results: Any, options: Any) -> None:
+    from doomloop.gateway import RedisStore
+
+    store = RedisStore(url, **options)
+    start.wait()
+    began = time.perf_counter()
+    result = job(store, keys, worker, count)
+    elapsed = time.perf_counter() - began
     store.close()
-    results.put((worker, committed))
+    results.put((worker, result, elapsed))
 
 
 def run_workers(
-    url: str, keys: Sequence[str], workers: int, count: int, **store_options: Any
-) -> Dict[int, List[Tuple[str, int, bytes]]]:
-    """Run ``workers`` processes of :func:`append_worker` (spawned, so none shares a client),
-    started together; their results by worker."""
+    url: str, keys: Sequence[str], workers: int, count: int, job: Any = append_worker, **store_options: Any
+) -> Tuple[Dict[int, Any], float]:
+    """Run ``job(store, keys, worker, count)`` in ``workers`` processes (spawned, so none shares
+    a client), each with a RedisStore of ``store_options``, started together. Returns their
+    results by worker, and the seconds the slowest took from the start."""
     context = multiprocessing.get_context("spawn")
     start = context.Barrier(workers + 1)
     results = context.Queue()
     processes = [
-        context.Process(target=append_worker, args=(url, keys, worker, count, start, results, store_options))
+        context.Process(target=_worker, args=(job, url, keys, worker, count, start, results, store_options))
         for worker in range(workers)
     ]
     for process in processes:
         process.start()
-    start.wait(timeout=120)
-    collected: Dict[int, List[Tuple[str, int, bytes]]] = {}
-    while len(collected) < workers:
-        try:
-            worker, committed = results.get(timeout=1)
-        except queue.Empty:
-            failed = [process.exitcode for process in processes if process.exitcode not in (None, 0)]
-            assert not failed, f"a worker failed (exit codes {failed}); its traceback is in the captured stderr"
-            continue
-        collected[worker] = committed
-    for process in processes:
-        process.join(timeout=60)
-        assert process.exitcode == 0, f"worker exited with {process.exitcode}"
-    return collected
+    try:
+        start.wait(timeout=120)
+        collected: Dict[int, Any] = {}
+        slowest = 0.0
+        while len(collected) < workers:
+            try:
+                worker, result, elapsed = results.get(timeout=1)
+            except queue.Empty:
+                failed = [process.exitcode for process in processes if process.exitcode not in (None, 0)]
+                assert not failed, f"a worker failed (exit codes {failed}); its traceback is in the captured stderr"
+                continue
+            collected[worker] = result
+            slowest = max(slowest, elapsed)
+        for process in processes:
+            process.join(timeout=60)
+            assert process.exitcode == 0, f"worker exited with {process.exitcode}"
+        return collected, slowest
+    finally:
+        # A failed run leaves no worker behind (one blocked on the results queue would keep
+        # the test session from exiting).
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+                process.join()

@@ -159,9 +159,9 @@ def test_a_slow_server_costs_one_probe_per_backoff_not_a_timeout_per_call(
     for grown in lengths.values():
         assert grown == list(range(1, len(grown) + 1))
     calls = sum(len(grown) for grown in lengths.values())
-    # Backoff 0.1, 0.2, 0.4, 0.8 s, ... between probes: a handful of connections for hundreds of calls.
-    assert calls > 400
-    assert connections() <= 10
+    # Backoff 0.1, 0.2, 0.4, 0.8 s between probes, each a new connection that times out: a
+    # handful in 1.5 s, however many calls were made meanwhile (hundreds, on an idle machine).
+    assert connections() <= 10 < calls
     assert len(outage_records(caplog, logging.WARNING)) == 1
     assert outage_records(caplog, logging.INFO) == []
     store.close()

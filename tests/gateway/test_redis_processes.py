@@ -11,6 +11,9 @@ from typing import Dict, List, Tuple
 from redis_helpers import RECORD, client, records, run_workers
 
 UPDATES = 3000
+# Fail-closed, so any update that does not reach Redis fails its worker. Generous bounds: the
+# test is about lost updates, not about how slow a shared CI machine may get.
+OPTIONS = {"on_error": "closed", "retries": 100, "timeout": 5.0}
 
 
 def check_commit_order(final: Dict[str, bytes], committed: Dict[int, List[Tuple[str, int, bytes]]]) -> None:
@@ -30,7 +33,7 @@ def check_commit_order(final: Dict[str, bytes], committed: Dict[int, List[Tuple[
 
 
 def test_two_processes_on_one_key_lose_no_update(redis_url: str, prefix: str) -> None:
-    committed = run_workers(redis_url, ["hot"], workers=2, count=UPDATES, prefix=prefix, on_error="closed")
+    committed, _ = run_workers(redis_url, ["hot"], workers=2, count=UPDATES, prefix=prefix, **OPTIONS)
     connection = client(redis_url)
     final = {"hot": connection.hget(f"{prefix}hot", "d")}
     connection.close()
@@ -46,7 +49,7 @@ def test_two_processes_on_one_key_lose_no_update(redis_url: str, prefix: str) ->
 
 def test_two_processes_on_distinct_and_shared_keys_lose_no_update(redis_url: str, prefix: str) -> None:
     keys = ["a", "b", "c"]
-    committed = run_workers(redis_url, keys, workers=2, count=UPDATES, prefix=prefix, on_error="closed")
+    committed, _ = run_workers(redis_url, keys, workers=2, count=UPDATES, prefix=prefix, **OPTIONS)
     connection = client(redis_url)
     final = {key: connection.hget(f"{prefix}{key}", "d") for key in keys}
     connection.close()

@@ -14,6 +14,7 @@ from .store import (
     OnError as OnError,
     SessionKey as SessionKey,
     Store as Store,
+    Update as Update,
     check_session_key as check_session_key,
 )
 
@@ -31,5 +32,6 @@ __all__ = [
     "Store",
     "StoreCorrupt",
     "StoreUnavailable",
+    "Update",
     "check_session_key",
 ]

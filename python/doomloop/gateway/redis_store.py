@@ -49,23 +49,25 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncRedisStore", "RedisStore"]
 
-# The entry at KEYS[1]: version and data; nil when the key does not exist; false and what is
-# wrong when it holds something else. Versions stay below 2^53, where Lua's numbers are exact.
-# A third field, c, marks an entry some writer failed to replace (see the CAS script).
+# The version of the entry at KEYS[1]; nil when the key does not exist; false and what is wrong
+# when it holds something else. Versions stay below 2^53, where Lua's numbers are exact. A
+# third field, c, marks an entry some writer failed to replace (see the CAS script). The data
+# is not read here: a write that succeeds never needs it, and it may be large.
 _READ = """
 local function read()
   local kind = redis.call('TYPE', KEYS[1])['ok']
   if kind == 'none' then return nil end
   if kind ~= 'hash' then return false, 'the key holds a ' .. kind .. ', not a hash' end
-  local fields = redis.call('HMGET', KEYS[1], 'v', 'd', 'c')
-  local version, data = fields[1], fields[2]
-  if not version or not data or redis.call('HLEN', KEYS[1]) ~= (fields[3] and 3 or 2) then
+  local fields = redis.call('HMGET', KEYS[1], 'v', 'c')
+  local version = fields[1]
+  if not version or redis.call('HEXISTS', KEYS[1], 'd') == 0
+      or redis.call('HLEN', KEYS[1]) ~= (fields[2] and 3 or 2) then
     return false, 'the hash does not have exactly the fields v and d (and c)'
   end
   if not string.match(version, '^[1-9]%d*$') or tonumber(version) >= 9007199254740992 then
     return false, 'the version is not a positive integer below 2^53'
   end
-  return version, data
+  return version
 end
 """
 
@@ -76,9 +78,9 @@ end
 _CAS = (
     _READ
     + """
-local version, data = read()
+local version, problem = read()
 if version == false then
-  if ARGV[4] ~= '1' then return {-1, data} end
+  if ARGV[4] ~= '1' then return {-1, problem} end
   redis.call('DEL', KEYS[1])
   version = nil
 end
@@ -93,7 +95,7 @@ elseif version ~= ARGV[1] then
   -- Tells the entry's next writer that another lost to it, so that writer pauses before its
   -- following write: without that, the writer whose turn ends first keeps winning the race.
   redis.call('HSET', KEYS[1], 'c', '1')
-  return {0, version, data}
+  return {0, version, redis.call('HGET', KEYS[1], 'd')}
 else
   new = string.format('%.0f', tonumber(version) + 1)
 end
@@ -108,10 +110,10 @@ return {1, new, contended}
 _LOAD = (
     _READ
     + """
-local version, data = read()
+local version, problem = read()
 if version == nil then return {0} end
-if version == false then return {-1, data} end
-return {0, version, data}
+if version == false then return {-1, problem} end
+return {0, version, redis.call('HGET', KEYS[1], 'd')}
 """
 )
 

@@ -35,7 +35,7 @@ from typing import (
 from .. import _log
 from ..errors import ConfigError, StoreUnavailable
 
-__all__ = ["MAX_KEY_BYTES", "AsyncStore", "Entry", "MemoryStore", "OnError", "SessionKey", "Store", "check_session_key"]
+__all__ = ["MAX_KEY_BYTES", "AsyncStore", "Entry", "MemoryStore", "OnError", "SessionKey", "Store", "Update", "check_session_key"]
 
 SessionKey = Union[str, bytes]
 """A session key: a ``str`` (stored as UTF-8) or ``bytes``; ``"a"`` and ``b"a"`` are one key."""
@@ -56,8 +56,9 @@ Update = Callable[[Optional[bytes]], bytes]
 
 
 class Entry(NamedTuple):
-    """A stored blob and the version it was written at (versions are positive ints, never
-    reused for a key: a deleted key that comes back starts above every version it had)."""
+    """A stored blob and the version it was written at. Versions are positive ints, never
+    reused for a key: a deleted key that comes back starts above every version it had. (A Redis
+    store's ``load`` during an outage returns its local copy, at version 0 if Redis never had it.)"""
 
     version: int
     data: bytes
@@ -393,7 +394,7 @@ class Outage:
     :class:`~doomloop.errors.StoreUnavailable`; under ``"open"`` the store serves locally.
     """
 
-    __slots__ = ("on_error", "_server", "_lock", "_since", "_backoff", "_next_try", "_missed")
+    __slots__ = ("on_error", "_server", "_lock", "_since", "_backoff", "_next_try", "_probing", "_missed")
 
     def __init__(self, on_error: OnError, server: str) -> None:
         self.on_error = on_error
@@ -402,6 +403,9 @@ class Outage:
         self._since: Optional[float] = None
         self._backoff = OUTAGE_BACKOFF_FIRST
         self._next_try = 0.0
+        # Whether a call let through as a probe has not reported yet: only its failure lengthens
+        # the backoff, not those of calls that were already under way when the outage began.
+        self._probing = False
         # Calls of the current outage that did not reach the server (served locally or refused).
         self._missed = 0
 
@@ -417,6 +421,7 @@ class Outage:
             if now >= self._next_try:
                 # This caller is the probe; the others keep to local state until it reports.
                 self._next_try = now + self._backoff
+                self._probing = True
                 return True
             self._missed += 1
             if self.on_error == "closed" or always_raise:
@@ -436,21 +441,25 @@ class Outage:
         Returns the ``StoreUnavailable`` to raise for it."""
         with self._lock:
             now = time.monotonic()
-            if self._since is None:
+            starts = self._since is None
+            if starts:
                 self._since = now
                 self._backoff = OUTAGE_BACKOFF_FIRST
                 self._missed = 0
-                _logger().warning(
-                    "doomloop: the store at %s is unavailable (%s); %s until it is back",
-                    self._server,
-                    _describe(error),
-                    "calls fail" if self.on_error == "closed" else "sessions are served from local state",
-                    extra=_extra(name, server=self._server, error=_describe(error)),
-                )
-            else:
+            elif self._probing:
                 self._backoff = min(self._backoff * 2, OUTAGE_BACKOFF_MAX)
+            self._probing = False
             self._next_try = now + self._backoff
             self._missed += 1
+        # Logged outside the lock: handlers are the application's code.
+        if starts:
+            _logger().warning(
+                "doomloop: the store at %s is unavailable (%s); %s until it is back",
+                self._server,
+                _describe(error),
+                "calls fail" if self.on_error == "closed" else "sessions are served from local state",
+                extra=_extra(name, server=self._server, error=_describe(error)),
+            )
         return StoreUnavailable(f"the store at {self._server} is unavailable: {_describe(error)}")
 
     def succeeded(self, name: bytes) -> None:
@@ -460,16 +469,17 @@ class Outage:
         with self._lock:
             if self._since is None:
                 return
-            lasted = time.monotonic() - self._since
-            _logger().info(
-                "doomloop: the store at %s is back after %.1f s; %d calls did not reach it meanwhile",
-                self._server,
-                lasted,
-                self._missed,
-                extra=_extra(name, server=self._server, outage_seconds=lasted, missed_calls=self._missed),
-            )
+            lasted, missed = time.monotonic() - self._since, self._missed
             self._since = None
+            self._probing = False
             self._backoff = OUTAGE_BACKOFF_FIRST
+        _logger().info(
+            "doomloop: the store at %s is back after %.1f s; %d calls did not reach it meanwhile",
+            self._server,
+            lasted,
+            missed,
+            extra=_extra(name, server=self._server, outage_seconds=lasted, missed_calls=missed),
+        )
 
     def warn(self, name: bytes, message: str, *args: object) -> None:
         """Log a warning about one key (a corrupt entry, a contended key), with its fields."""

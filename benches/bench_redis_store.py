@@ -1,0 +1,161 @@
+"""Benchmarks of the gateway's Redis store: round trips per update, latency per update on
+loopback (p50 and p99 too), and the throughput of 4 processes on one key and on distinct keys.
+
+The reference, timed in the same run, is the textbook redis-py optimistic update: WATCH the
+key, read it (HGETALL), then MULTI / HSET / PEXPIRE / EXEC (three round trips, the last
+pipelined).
+
+Run: ``python -m pytest benches/bench_redis_store.py --benchmark-enable -s`` against
+``DOOMLOOP_REDIS_URL``, or a private ``redis-server`` the run starts (see
+tests/gateway/redis_helpers.py). Without ``--benchmark-enable`` each body runs a few updates,
+as a plain test, and checks its result.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from typing import Any, Callable, Dict, Iterator, List
+
+import pytest
+
+from doomloop.gateway import MemoryStore, RedisStore
+from redis_helpers import bump, calls, client, count_worker, counted, made_since, run_workers, server_url
+
+TTL = 600
+SIZES = [256, 4096, 65536]
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    with server_url() as url:
+        yield url
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"doomloop-bench:{uuid.uuid4().hex}:"
+
+
+def counter(blob: bytes) -> int:
+    return int.from_bytes(blob[:8], "big")
+
+
+def watch_update(connection: Any, key: str, fn: Callable[[bytes], bytes]) -> bytes:
+    """The reference: an optimistic update with WATCH / MULTI / EXEC."""
+    import redis
+
+    with connection.pipeline() as pipe:
+        while True:
+            try:
+                pipe.watch(key)
+                data = fn(pipe.hgetall(key).get(b"d"))
+                pipe.multi()
+                pipe.hset(key, "d", data)
+                pipe.pexpire(key, TTL * 1000)
+                pipe.execute()
+                return data
+            except redis.WatchError:
+                continue
+
+
+def percentiles(update: Callable[[], object], count: int) -> List[float]:
+    """p50 and p99 of ``count`` timed calls, in microseconds."""
+    times = []
+    for _ in range(count):
+        began = time.perf_counter_ns()
+        update()
+        times.append((time.perf_counter_ns() - began) / 1000)
+    cuts = statistics.quantiles(times, n=100)
+    return [statistics.median(times), cuts[98]]
+
+
+def test_round_trips_per_update(redis_url: str, prefix: str, benchmark: Any) -> None:
+    """Round trips of updates in the common path (the store wrote the key last), counted by the
+    server (INFO commandstats); the benchmark times the whole batch once."""
+    connection = client(redis_url)
+    count = 20 if benchmark.disabled else 2000
+    store = RedisStore(redis_url, prefix=prefix)
+    store.update("s", bump, TTL)
+
+    def batch() -> Dict[str, int]:
+        before = calls(connection)
+        for _ in range(count):
+            store.update("s", bump, TTL)
+        return made_since(before, connection)
+
+    ours = benchmark.pedantic(batch, rounds=1, iterations=1)
+    store.close()
+    before = calls(connection)
+    for _ in range(count):
+        watch_update(connection, f"{prefix}w", bump)
+    theirs = made_since(before, connection)
+    connection.close()
+    assert ours == {"evalsha": count}
+    # WATCH/MULTI: WATCH, HGETALL, then MULTI, HSET, PEXPIRE and EXEC in one pipelined trip
+    # (commandstats does not count the HSET and PEXPIRE apart from the scripts' own).
+    print(f"\ncommands for {count} updates: RedisStore {ours}; WATCH/MULTI {theirs}")
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.benchmark(group="update")
+def test_redis_store_update(redis_url: str, prefix: str, size: int, benchmark: Any) -> None:
+    with RedisStore(redis_url, prefix=prefix) as store:
+        store.update("s", lambda data: counted(size), TTL)
+        benchmark(store.update, "s", bump, TTL)
+        p50, p99 = percentiles(lambda: store.update("s", bump, TTL), 10 if benchmark.disabled else 5000)
+        benchmark.extra_info.update(p50_us=p50, p99_us=p99)
+        entry = store.load("s")
+        assert entry is not None and len(entry.data) == size and counter(entry.data) > 0
+    if not benchmark.disabled:
+        print(f"\nRedisStore.update, {size} B: p50 {p50:.0f} us, p99 {p99:.0f} us")
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.benchmark(group="update")
+def test_watch_multi_update(redis_url: str, prefix: str, size: int, benchmark: Any) -> None:
+    connection = client(redis_url)
+    key = f"{prefix}w"
+    connection.hset(key, "d", counted(size))
+    benchmark(watch_update, connection, key, bump)
+    p50, p99 = percentiles(lambda: watch_update(connection, key, bump), 10 if benchmark.disabled else 5000)
+    benchmark.extra_info.update(p50_us=p50, p99_us=p99)
+    assert counter(connection.hget(key, "d")) > 0
+    connection.close()
+    if not benchmark.disabled:
+        print(f"\nWATCH/MULTI update, {size} B: p50 {p50:.0f} us, p99 {p99:.0f} us")
+
+
+@pytest.mark.benchmark(group="update")
+def test_memory_store_update(benchmark: Any) -> None:
+    store = MemoryStore()
+    store.update("s", lambda data: counted(4096), TTL)
+    benchmark(store.update, "s", bump, TTL)
+    entry = store.load("s")
+    assert entry is not None and counter(entry.data) > 0
+
+
+@pytest.mark.parametrize("keys", [1, 4], ids=["one key", "distinct keys"])
+def test_throughput_of_four_processes(redis_url: str, prefix: str, keys: int, benchmark: Any) -> None:
+    """Four processes updating one shared key, or one key each; the benchmark times the run
+    once (process start-up included), the printed rate counts from the workers' start."""
+    # Fail-closed with ample retries: an update that did not commit fails its worker, so the
+    # final counters prove none was lost.
+    count = 50 if benchmark.disabled else 2000
+    names = [f"k{n}" for n in range(keys)]
+    connection = client(redis_url)
+    before = calls(connection)
+    _, seconds = benchmark.pedantic(
+        run_workers,
+        args=(redis_url, names, 4, count),
+        kwargs={"job": count_worker, "prefix": prefix, "on_error": "closed", "retries": 100},
+        rounds=1,
+        iterations=1,
+    )
+    made = made_since(before, connection)
+    total = sum(counter(connection.hget(f"{prefix}{name}", "d")) for name in names)
+    connection.close()
+    assert total == 4 * count
+    rate, round_trips = 4 * count / seconds, made.get("evalsha", 0) / (4 * count)
+    print(f"\n4 processes, {keys} key(s): {rate:,.0f} updates/s, {round_trips:.2f} round trips per update")
