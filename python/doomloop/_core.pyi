@@ -70,7 +70,7 @@ class SessionEngine:
         /,
         *,
         clock: Optional[Callable[[], float]] = None,
-        _on_episode: Optional[Callable[[str, str, int], object]] = None,
+        _on_episode: Optional[Callable[[Any, str, str, int], object]] = None,
     ) -> Self: ...
     def start_session(self) -> None:
         """Start the clock and clear history, markers, plan states, attempts, events, backoff."""
@@ -229,9 +229,9 @@ class ToolLoopEngine:
         volatile_keys: Optional[Iterable[str]] = None,
         normalisers: Optional[dict[str, Callable[[Any, Optional[Mapping[str, Any]]], Any]]] = None,
         send_like: Optional[Callable[[str, Optional[Mapping[str, Any]]], bool]] = None,
-        _on_loop: Optional[Callable[[ToolCallDecision], object]] = None,
-        _on_event: Optional[Callable[[ToolCallDecision, Optional[str]], object]] = None,
-        _on_compaction_loop: Optional[Callable[[ToolOutcome, Optional[str]], object]] = None,
+        _on_loop: Optional[Callable[[Any, ToolCallDecision], object]] = None,
+        _on_event: Optional[Callable[[Any, ToolCallDecision, Optional[str]], object]] = None,
+        _on_compaction_loop: Optional[Callable[[Any, ToolOutcome, Optional[str]], object]] = None,
     ) -> Self: ...
     def check(self, tool: str, params: Optional[Mapping[str, Any]], *, run_id: Optional[str] = None) -> LoopVerdict:
         """The verdict for this call now, with no side effects."""

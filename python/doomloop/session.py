@@ -9,7 +9,6 @@ descriptions, backoff sleeping and logging on top.
 from __future__ import annotations
 
 import time
-from functools import partial
 
 from . import _log
 from ._core import SessionEngine, snapshot_settings
@@ -82,13 +81,11 @@ class DoomLoopEvent:
         }
 
 
-def _episode(
-    on_event: Optional[EventCallback], session_key: Optional[str], loop_type: str, description: str, actions: int
-) -> None:
+def _episode(detector: DoomLoopDetector, loop_type: str, description: str, actions: int) -> None:
     # Called by the engine once per loop episode, with its lock released: log it and report it.
-    _log.warning("doom loop detected: %s", description, extra=log_extra(session_key))
-    if on_event is not None:
-        on_event(LoopEvent("session", loop_type, "critical", actions, description, session_key=session_key))
+    _log.warning("doom loop detected: %s", description, extra=log_extra(detector.session_key))
+    if detector.on_event is not None:
+        detector.on_event(LoopEvent("session", loop_type, "critical", actions, description, session_key=detector.session_key))
 
 
 class DoomLoopDetector(SessionEngine):
@@ -130,7 +127,7 @@ class DoomLoopDetector(SessionEngine):
         on_event = checked_callback(on_event)
         if session_key is not None and not isinstance(session_key, str):
             raise TypeError(f"session_key must be a str or None, got {type(session_key).__name__}")
-        self = super().__new__(cls, config._values, clock=clock, _on_episode=partial(_episode, on_event, session_key))
+        self = super().__new__(cls, config._values, clock=clock, _on_episode=_episode)
         self.config = config
         self.on_event = on_event
         self.session_key = session_key

@@ -10,7 +10,6 @@ The verdict types (:class:`LoopVerdict`, :class:`ToolCallDecision`, :class:`Tool
 
 from __future__ import annotations
 
-from functools import partial
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
 
 from . import _log
@@ -74,16 +73,19 @@ class CompactionLoopPersisted(RuntimeError):
             raise cls.from_verdict(outcome.guard)
 
 
-def _log_decision(session_key: Optional[str], decision: ToolCallDecision) -> None:
+def _log_decision(detector: ToolLoopDetector, decision: ToolCallDecision) -> None:
     # Called by the engine, lock released, for each warning emitted and each blocked episode.
     verdict = decision.verdict
     what = "tool call blocked" if decision.blocked else "tool loop warning"
-    extra = log_extra(session_key)
+    extra = log_extra(detector.session_key)
     _log.warning("%s (%s, count %d): %s", what, verdict.detector, verdict.count, verdict.message, extra=extra)
 
 
-def _tool_event(on_event: EventCallback, session_key: Optional[str], decision: ToolCallDecision, run_id: Optional[str]) -> None:
-    # Called by the engine, lock released, for every warning emitted and every blocked call.
+def _tool_event(detector: ToolLoopDetector, decision: ToolCallDecision, run_id: Optional[str]) -> None:
+    # Called by the engine, lock released, for every warning emitted and every blocked call
+    # (only for a detector with `on_event`).
+    if detector.on_event is None:
+        return
     v = decision.verdict
     event = LoopEvent(
         "tool_loop",
@@ -92,23 +94,21 @@ def _tool_event(on_event: EventCallback, session_key: Optional[str], decision: T
         v.count,
         v.message or "",
         blocked=decision.blocked,
-        session_key=session_key,
+        session_key=detector.session_key,
         run_id=run_id,
     )
-    on_event(event)
+    detector.on_event(event)
 
 
-def _compaction_loop(
-    raise_it: bool, on_event: Optional[EventCallback], session_key: Optional[str], outcome: ToolOutcome, run_id: Optional[str]
-) -> None:
+def _compaction_loop(detector: ToolLoopDetector, outcome: ToolOutcome, run_id: Optional[str]) -> None:
     # Called by the engine, lock released, when the guard says abort (the outcome is recorded):
     # log it, report it, and with `raise_on_compaction_loop=True` raise.
     guard = outcome.guard
     if guard is None:
         return
-    _log.error("%s", guard.message, extra=log_extra(session_key, run_id))
-    if on_event is not None:
-        on_event(
+    _log.error("%s", guard.message, extra=log_extra(detector.session_key, run_id))
+    if detector.on_event is not None:
+        detector.on_event(
             LoopEvent(
                 "tool_loop",
                 COMPACTION_DETECTOR,
@@ -116,11 +116,11 @@ def _compaction_loop(
                 guard.count,
                 guard.message or "",
                 blocked=True,
-                session_key=session_key,
+                session_key=detector.session_key,
                 run_id=run_id,
             )
         )
-    if raise_it:
+    if detector.raise_on_compaction_loop:
         CompactionLoopPersisted.raise_for(outcome)
 
 
@@ -201,23 +201,15 @@ class ToolLoopDetector(ToolLoopEngine):
         if not isinstance(raise_on_compaction_loop, bool):
             raise TypeError("raise_on_compaction_loop must be a bool")
         on_event = checked_callback(on_event)
-        if session_key is None and on_event is None:
-            # The common case shares its hooks: building them costs a third of a detector.
-            on_loop, on_compaction_loop = _PLAIN_HOOKS[raise_on_compaction_loop]
-            on_tool_event = None
-        else:
-            if session_key is not None and not isinstance(session_key, str):
-                raise TypeError(f"session_key must be a str or None, got {type(session_key).__name__}")
-            on_loop = partial(_log_decision, session_key)
-            on_compaction_loop = partial(_compaction_loop, raise_on_compaction_loop, on_event, session_key)
-            on_tool_event = None if on_event is None else partial(_tool_event, on_event, session_key)
+        if session_key is not None and not isinstance(session_key, str):
+            raise TypeError(f"session_key must be a str or None, got {type(session_key).__name__}")
         self = super().__new__(
             cls,
             config._values,
             **extensions,
-            _on_loop=on_loop,
-            _on_event=on_tool_event,
-            _on_compaction_loop=on_compaction_loop,
+            _on_loop=_log_decision,
+            _on_event=None if on_event is None else _tool_event,
+            _on_compaction_loop=_compaction_loop,
         )
         if config is not _DEFAULT_CONFIG:
             for fix in self._setting_fixes:
@@ -283,10 +275,6 @@ class ToolLoopDetector(ToolLoopEngine):
 
     def __sizeof__(self) -> int:
         return object.__sizeof__(self) + self._state_size()
-
-
-# The hooks of a detector with no session key and no `on_event`, by `raise_on_compaction_loop`.
-_PLAIN_HOOKS = {flag: (partial(_log_decision, None), partial(_compaction_loop, flag, None, None)) for flag in (False, True)}
 
 
 def _restored(cls: type[ToolLoopDetector], data: bytes, options: Dict[str, Any]) -> ToolLoopDetector:

@@ -79,8 +79,8 @@ impl SessionEngine {
         Ok(())
     }
 
-    /// Evaluate now, count a new episode, and hand it to `on_episode` as (loop type,
-    /// description, actions recorded), with the lock released.
+    /// Evaluate now, count a new episode, and hand it to `on_episode` as (the detector, loop
+    /// type, description, actions recorded), with the lock released.
     fn observe(slf: &Bound<'_, Self>) -> PyResult<Option<Finding>> {
         let py = slf.py();
         let engine = slf.get();
@@ -99,7 +99,8 @@ impl SessionEngine {
             (finding, episode)
         };
         if let (Some(episode), Some(on_episode)) = (episode, &engine.on_episode) {
-            on_episode.call1(py, episode)?;
+            let (loop_type, description, actions) = episode;
+            on_episode.call1(py, (slf, loop_type, description, actions))?;
         }
         Ok(finding)
     }
@@ -136,8 +137,8 @@ fn seconds(value: &Bound<'_, PyAny>) -> PyResult<f64> {
 #[pymethods]
 impl SessionEngine {
     /// Build from a `DoomLoopConfig`'s values (in `settings_of("DoomLoopConfig")` order;
-    /// checked again here). `_on_episode(loop_type, description, actions)` is called once per
-    /// loop episode, with the lock released.
+    /// checked again here). `_on_episode(detector, loop_type, description, actions)` is called
+    /// once per loop episode, with the lock released.
     #[new]
     #[pyo3(signature = (settings, /, *, clock = None, _on_episode = None))]
     fn new(settings: &Bound<'_, PyTuple>, clock: Option<Py<PyAny>>, _on_episode: Option<Py<PyAny>>) -> PyResult<Self> {

@@ -248,14 +248,15 @@ pub struct ToolLoopEngine {
     state: Mutex<NamedSession>,
     rules: Option<Box<Rules>>,
     memo: Mutex<CallMemo>,
-    /// Called (lock released) with each decision that emits a warning or starts a blocked
-    /// episode (what the Python layer logs).
+    /// Called (lock released) with the detector and each decision that emits a warning or
+    /// starts a blocked episode (what the Python layer logs). The hooks take the detector
+    /// rather than being bound to it, so every detector shares them and holds no cycle.
     on_loop: Option<Py<PyAny>>,
-    /// Called (lock released) with every decision that emits a warning or blocks, and the
-    /// call's run id (the events of `on_event`).
+    /// Called (lock released) with the detector, every decision that emits a warning or
+    /// blocks, and the call's run id (the events of `on_event`).
     on_event: Option<Py<PyAny>>,
-    /// Called (lock released) with each outcome whose guard verdict says abort, and the call's
-    /// run id; it may raise.
+    /// Called (lock released) with the detector, each outcome whose guard verdict says abort,
+    /// and the call's run id; it may raise.
     on_compaction_loop: Option<Py<PyAny>>,
     /// How the thresholds were reordered at construction (for the Python layer to log).
     fixes: Vec<String>,
@@ -510,10 +511,10 @@ impl ToolLoopEngine {
         )?;
         let d = decision.get();
         if let (true, Some(on_loop)) = (d.emit_warning || new_episode, &engine.on_loop) {
-            on_loop.call1(py, (decision.clone_ref(py),))?;
+            on_loop.call1(py, (slf, decision.clone_ref(py)))?;
         }
         if let (true, Some(on_event)) = (d.blocked || d.emit_warning, &engine.on_event) {
-            on_event.call1(py, (decision.clone_ref(py), run_id))?;
+            on_event.call1(py, (slf, decision.clone_ref(py), run_id))?;
         }
         Ok(decision)
     }
@@ -545,7 +546,7 @@ impl ToolLoopEngine {
         let abort = guard.as_ref().is_some_and(|g| g.get().should_abort);
         let outcome = outcome_object(py, &call, normalised, guard)?;
         if let (true, Some(on_compaction_loop)) = (abort, &engine.on_compaction_loop) {
-            on_compaction_loop.call1(py, (outcome.clone_ref(py), run_id))?;
+            on_compaction_loop.call1(py, (slf, outcome.clone_ref(py), run_id))?;
         }
         Ok(outcome)
     }
