@@ -321,6 +321,249 @@ impl Canon {
     }
 }
 
+// --- Similarity sketches ----------------------------------------------------------------------
+//
+// "Alike" compares two values by the features they share, not by digest: a [`Sketch`] keeps the
+// smallest [`SKETCH_SIZE`] feature hashes of a value (a bottom-k sketch), so its size is fixed
+// whatever the value's, and two sketches give the Jaccard similarity of the feature sets (exact
+// while both sets fit, estimated beyond). The features are published in docs/session.md and
+// modelled in the test suite.
+
+/// How many feature hashes a [`Sketch`] keeps (the smallest ones).
+pub const SKETCH_SIZE: usize = 32;
+
+/// The context of features under no mapping key.
+pub const SKETCH_ROOT: u64 = SEED;
+
+/// The feature value of a number: numbers are masked, so `{"line": 3}` and `{"line": 40}` are
+/// alike, as the digits of a string are.
+pub const NUMBER_FEATURE: u64 = 0x4e55_4d42_4552; // "NUMBER"
+
+/// murmur3's 64-bit finalizer: a bijection that spreads every input bit over the output.
+#[inline]
+pub const fn fmix64(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
+/// The hash of one feature: its value under its context (the digest of the mapping key it
+/// sits under, or [`SKETCH_ROOT`]).
+#[inline]
+pub const fn feature_hash(context: u64, value: u64) -> u64 {
+    fmix64(context ^ value)
+}
+
+/// The smallest [`SKETCH_SIZE`] distinct feature hashes of a value, sorted, and whether they
+/// are all of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sketch {
+    hashes: [u64; SKETCH_SIZE],
+    len: u8,
+    /// No distinct feature was left out (at most `SKETCH_SIZE` were fed).
+    complete: bool,
+}
+
+impl Default for Sketch {
+    fn default() -> Self {
+        Sketch {
+            hashes: [0; SKETCH_SIZE],
+            len: 0,
+            complete: true,
+        }
+    }
+}
+
+impl Sketch {
+    /// The kept feature hashes, ascending.
+    pub fn hashes(&self) -> &[u64] {
+        &self.hashes[..usize::from(self.len).min(SKETCH_SIZE)]
+    }
+
+    /// Whether every distinct feature fed is kept.
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Add one feature hash (a no-op for one already kept).
+    #[inline]
+    pub fn insert(&mut self, hash: u64) {
+        let len = usize::from(self.len).min(SKETCH_SIZE);
+        let full = len == SKETCH_SIZE;
+        if full && self.hashes.last().is_some_and(|&largest| hash >= largest) {
+            // Larger than every kept hash: left out (unless it is the largest itself).
+            self.complete &= self.hashes.last() == Some(&hash);
+            return;
+        }
+        let Err(at) = self.hashes[..len].binary_search(&hash) else {
+            return;
+        };
+        if full {
+            // The largest kept hash makes room.
+            self.complete = false;
+            self.hashes.copy_within(at..len - 1, at + 1);
+        } else {
+            self.hashes.copy_within(at..len, at + 1);
+            self.len += 1;
+        }
+        if let Some(slot) = self.hashes.get_mut(at) {
+            *slot = hash;
+        }
+    }
+
+    /// A feature of `value` under `context`.
+    #[inline]
+    pub fn add(&mut self, context: u64, value: u64) {
+        self.insert(feature_hash(context, value));
+    }
+
+    /// The Jaccard similarity of the two feature sets, in `0.0..=1.0`: exact when both
+    /// sketches are complete; otherwise the share of the `SKETCH_SIZE` smallest hashes of
+    /// both sketches together that both hold (the bottom-k estimate). Two empty sets are
+    /// alike (1.0).
+    pub fn similarity(&self, other: &Sketch) -> f64 {
+        let (a, b) = (self.hashes(), other.hashes());
+        if a.is_empty() && b.is_empty() {
+            return 1.0;
+        }
+        let limit = if self.complete && other.complete {
+            usize::MAX
+        } else {
+            SKETCH_SIZE
+        };
+        let (mut i, mut j, mut union, mut both) = (0, 0, 0usize, 0usize);
+        while union < limit {
+            match (a.get(i), b.get(j)) {
+                (Some(x), Some(y)) if x == y => {
+                    both += 1;
+                    i += 1;
+                    j += 1;
+                }
+                (Some(x), Some(y)) if x < y => i += 1,
+                (Some(_), Some(_)) | (None, Some(_)) => j += 1,
+                (Some(_), None) => i += 1,
+                (None, None) => break,
+            }
+            union += 1;
+        }
+        both as f64 / union as f64
+    }
+}
+
+/// Feeds the features of a text to a [`Sketch`], piece by piece (a word may span pieces).
+///
+/// The text is read as UTF-8 bytes. A *word* is a maximal run of ASCII letters, digits, `_`
+/// and non-ASCII bytes; ASCII letters are lowercased and every run of digits in a word reads
+/// as one `0`; everything else (spaces, punctuation, quotes) only separates words. A word of
+/// three or more bytes contributes each of its 3-byte windows (`b0 << 16 | b1 << 8 | b2`), a
+/// shorter one each of its bytes: so `grep -rn` and `grep -n -r` have the same features, and
+/// `--case 17` and `--case 18` too.
+#[derive(Clone, Copy, Debug)]
+pub struct TextFeatures {
+    context: u64,
+    /// The word's last three bytes (after folding), the newest lowest.
+    window: u32,
+    /// Bytes of the current word so far (after folding), counted up to 3.
+    word_len: u8,
+    last_was_digit: bool,
+}
+
+impl TextFeatures {
+    pub fn new(context: u64) -> Self {
+        TextFeatures {
+            context,
+            window: 0,
+            word_len: 0,
+            last_was_digit: false,
+        }
+    }
+
+    /// Feed UTF-8 bytes (or any bytes: each is read as above).
+    #[inline]
+    pub fn feed(&mut self, bytes: &[u8], sketch: &mut Sketch) {
+        for &byte in bytes {
+            self.byte(byte, sketch);
+        }
+    }
+
+    /// Feed code points, read as their UTF-8 encoding (a lone surrogate encoded as such).
+    pub fn feed_code_points(&mut self, code_points: &[u32], sketch: &mut Sketch) {
+        for &cp in code_points {
+            if cp < 0x80 {
+                self.byte(cp as u8, sketch);
+                continue;
+            }
+            // Every byte of a multi-byte encoding is a word byte, so their values matter only
+            // as the features' content: the generalized UTF-8 encoding, surrogates included.
+            let (lead, continuation) = match cp {
+                0..=0x7ff => (0xc0 | (cp >> 6), 1),
+                0x800..=0xffff => (0xe0 | (cp >> 12), 2),
+                _ => (0xf0 | ((cp >> 18) & 0x07), 3),
+            };
+            self.byte(lead as u8, sketch);
+            for shift in (0..continuation).rev() {
+                self.byte((0x80 | ((cp >> (6 * shift)) & 0x3f)) as u8, sketch);
+            }
+        }
+    }
+
+    /// The text is complete: its last word counts.
+    pub fn finish(&mut self, sketch: &mut Sketch) {
+        self.end_word(sketch);
+    }
+
+    #[inline]
+    fn byte(&mut self, byte: u8, sketch: &mut Sketch) {
+        let byte = byte.to_ascii_lowercase();
+        if !(byte.is_ascii_alphanumeric() || byte == b'_' || byte >= 0x80) {
+            self.end_word(sketch);
+            return;
+        }
+        let digit = byte.is_ascii_digit();
+        if digit && self.last_was_digit {
+            return;
+        }
+        self.last_was_digit = digit;
+        let byte = if digit { b'0' } else { byte };
+        self.window = ((self.window << 8) | u32::from(byte)) & 0x00ff_ffff;
+        if self.word_len < 3 {
+            self.word_len += 1;
+        }
+        if self.word_len == 3 {
+            sketch.add(self.context, u64::from(self.window));
+        }
+    }
+
+    fn end_word(&mut self, sketch: &mut Sketch) {
+        match self.word_len {
+            1 => sketch.add(self.context, u64::from(self.window & 0xff)),
+            2 => {
+                sketch.add(self.context, u64::from((self.window >> 8) & 0xff));
+                sketch.add(self.context, u64::from(self.window & 0xff));
+            }
+            _ => {}
+        }
+        self.window = 0;
+        self.word_len = 0;
+        self.last_was_digit = false;
+    }
+}
+
+/// The sketch of a whole text under `context`.
+pub fn sketch_text(context: u64, text: &[u8]) -> Sketch {
+    let mut sketch = Sketch::default();
+    let mut features = TextFeatures::new(context);
+    features.feed(text, &mut sketch);
+    features.finish(&mut sketch);
+    sketch
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,6 +583,105 @@ mod tests {
             canon.push(v);
         }
         canon.finish_map(start)
+    }
+
+    fn features(text: &str) -> Vec<u64> {
+        sketch_text(SKETCH_ROOT, text.as_bytes()).hashes().to_vec()
+    }
+
+    #[test]
+    fn text_features_fold_case_digits_spacing_and_flag_order() {
+        let grep = features("grep -rn 'parse_header' src");
+        for same in [
+            "GREP  -nr \"parse_header\" src/",
+            "grep -r -n parse_header src",
+            "grep -n -r parse_header 'src'",
+        ] {
+            assert_eq!(features(same), grep, "{same}");
+        }
+        assert_eq!(features("--case 17"), features("--case 123456"));
+        assert_ne!(features("--case 17"), features("--case a"));
+        assert_eq!(features("  ... !? "), Vec::<u64>::new());
+        // "ab" gives the features of its bytes, "abc" its one window.
+        let ab = [
+            feature_hash(SKETCH_ROOT, u64::from(b'a')),
+            feature_hash(SKETCH_ROOT, u64::from(b'b')),
+        ];
+        let mut expected = ab.to_vec();
+        expected.sort_unstable();
+        assert_eq!(features("ab"), expected);
+        assert_eq!(features("abc"), vec![feature_hash(SKETCH_ROOT, 0x61_6263)]);
+    }
+
+    #[test]
+    fn text_features_span_pieces_and_code_points_match_utf8() {
+        let text = "Ünïcode wörds and 12 numbers, split anywhere";
+        let whole = sketch_text(7, text.as_bytes());
+        for split in 0..text.len() {
+            let mut sketch = Sketch::default();
+            let mut feed = TextFeatures::new(7);
+            let (a, b) = text.as_bytes().split_at(split);
+            feed.feed(a, &mut sketch);
+            feed.feed(b, &mut sketch);
+            feed.finish(&mut sketch);
+            assert_eq!(sketch, whole, "split at {split}");
+        }
+        let code_points: Vec<u32> = text.chars().map(u32::from).collect();
+        let mut sketch = Sketch::default();
+        let mut feed = TextFeatures::new(7);
+        feed.feed_code_points(&code_points, &mut sketch);
+        feed.finish(&mut sketch);
+        assert_eq!(sketch, whole);
+        // A lone surrogate reads as its three-byte encoding.
+        let mut lone = Sketch::default();
+        let mut feed = TextFeatures::new(7);
+        feed.feed_code_points(&[0xd800], &mut lone);
+        feed.finish(&mut lone);
+        assert_eq!(lone, sketch_text(7, &[0xed, 0xa0, 0x80]));
+    }
+
+    #[test]
+    fn sketches_keep_the_smallest_hashes_and_know_when_complete() {
+        let mut sketch = Sketch::default();
+        assert!(sketch.is_empty() && sketch.is_complete());
+        for hash in (1..=SKETCH_SIZE as u64).rev() {
+            sketch.insert(hash * 10);
+            sketch.insert(hash * 10);
+        }
+        assert!(sketch.is_complete());
+        assert_eq!(sketch.hashes().len(), SKETCH_SIZE);
+        sketch.insert(SKETCH_SIZE as u64 * 10);
+        assert!(sketch.is_complete(), "the largest kept hash again is no new feature");
+        sketch.insert(5);
+        assert!(!sketch.is_complete());
+        assert_eq!(sketch.hashes()[0], 5);
+        assert_eq!(*sketch.hashes().last().unwrap(), (SKETCH_SIZE as u64 - 1) * 10);
+        let mut other = Sketch::default();
+        other.insert(u64::MAX);
+        other.insert(u64::MAX);
+        assert_eq!(other.hashes(), &[u64::MAX]);
+        assert!(sketch.hashes().windows(2).all(|pair| pair[0] < pair[1]));
+    }
+
+    #[test]
+    fn similarity_is_jaccard_exact_while_complete() {
+        let of = |hashes: &[u64]| {
+            let mut sketch = Sketch::default();
+            hashes.iter().for_each(|&h| sketch.insert(h));
+            sketch
+        };
+        assert_eq!(Sketch::default().similarity(&Sketch::default()), 1.0);
+        assert_eq!(of(&[1]).similarity(&Sketch::default()), 0.0);
+        assert_eq!(of(&[1, 2, 3]).similarity(&of(&[2, 3, 4])), 0.5);
+        assert_eq!(of(&[1, 2, 3]).similarity(&of(&[3, 2, 1])), 1.0);
+        // Beyond SKETCH_SIZE features: the share of the smallest SKETCH_SIZE of the union.
+        let evens: Vec<u64> = (0..200).map(|i| 2 * i).collect();
+        let all: Vec<u64> = (0..400).collect();
+        let (a, b) = (of(&evens), of(&all));
+        assert!(!a.is_complete() && !b.is_complete());
+        // The union's 32 smallest are 0..32, of which the 16 even ones are in both.
+        assert_eq!(a.similarity(&b), 0.5);
+        assert_eq!(a.similarity(&a), 1.0);
     }
 
     #[test]
