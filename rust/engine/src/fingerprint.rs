@@ -358,7 +358,7 @@ pub const fn feature_hash(context: u64, value: u64) -> u64 {
 
 /// The smallest [`SKETCH_SIZE`] distinct feature hashes of a value, sorted, and whether they
 /// are all of them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct Sketch {
     hashes: [u64; SKETCH_SIZE],
     len: u8,
@@ -368,18 +368,41 @@ pub struct Sketch {
 
 impl Default for Sketch {
     fn default() -> Self {
-        Sketch {
-            hashes: [0; SKETCH_SIZE],
-            len: 0,
-            complete: true,
-        }
+        Sketch::EMPTY
     }
 }
 
+impl PartialEq for Sketch {
+    fn eq(&self, other: &Sketch) -> bool {
+        self.hashes() == other.hashes() && self.complete == other.complete
+    }
+}
+
+impl Eq for Sketch {}
+
 impl Sketch {
+    /// The sketch of no features.
+    pub const EMPTY: Sketch = Sketch {
+        hashes: [0; SKETCH_SIZE],
+        len: 0,
+        complete: true,
+    };
+
     /// The kept feature hashes, ascending.
     pub fn hashes(&self) -> &[u64] {
         &self.hashes[..usize::from(self.len).min(SKETCH_SIZE)]
+    }
+
+    /// Become a copy of `other` (copying only the hashes it keeps).
+    #[inline]
+    pub fn assign(&mut self, other: &Sketch) {
+        let len = usize::from(other.len).min(SKETCH_SIZE);
+        // A loop, not `copy_from_slice`: sketches are mostly short, a `memcpy` call costs more.
+        for (to, &from) in self.hashes[..len].iter_mut().zip(&other.hashes[..len]) {
+            *to = from;
+        }
+        self.len = other.len;
+        self.complete = other.complete;
     }
 
     /// Whether every distinct feature fed is kept.
@@ -395,26 +418,39 @@ impl Sketch {
     #[inline]
     pub fn insert(&mut self, hash: u64) {
         let len = usize::from(self.len).min(SKETCH_SIZE);
-        let full = len == SKETCH_SIZE;
-        if full && self.hashes.last().is_some_and(|&largest| hash >= largest) {
-            // Larger than every kept hash: left out (unless it is the largest itself).
-            self.complete &= self.hashes.last() == Some(&hash);
+        let kept = &mut self.hashes[..len];
+        if let Some(&largest) = kept.last() {
+            if hash == largest {
+                return;
+            }
+            if len == SKETCH_SIZE && hash > largest {
+                // Larger than every kept hash: left out.
+                self.complete = false;
+                return;
+            }
+        }
+        // Insertion from the top: the kept hashes are few, and most new ones land high.
+        let mut at = len;
+        while at > 0 && kept[at - 1] > hash {
+            at -= 1;
+        }
+        if at > 0 && kept[at - 1] == hash {
             return;
         }
-        let Err(at) = self.hashes[..len].binary_search(&hash) else {
-            return;
-        };
-        if full {
+        let end = if len == SKETCH_SIZE {
             // The largest kept hash makes room.
             self.complete = false;
-            self.hashes.copy_within(at..len - 1, at + 1);
+            len - 1
         } else {
-            self.hashes.copy_within(at..len, at + 1);
             self.len += 1;
+            len
+        };
+        let mut i = end;
+        while i > at {
+            self.hashes[i] = self.hashes[i - 1];
+            i -= 1;
         }
-        if let Some(slot) = self.hashes.get_mut(at) {
-            *slot = hash;
-        }
+        self.hashes[at] = hash;
     }
 
     /// A feature of `value` under `context`.
@@ -487,9 +523,12 @@ impl TextFeatures {
     /// Feed UTF-8 bytes (or any bytes: each is read as above).
     #[inline]
     pub fn feed(&mut self, bytes: &[u8], sketch: &mut Sketch) {
+        // The state in locals for the loop (the compiler cannot tell `sketch` from `self`).
+        let mut state = *self;
         for &byte in bytes {
-            self.byte(byte, sketch);
+            state.byte(byte, sketch);
         }
+        *self = state;
     }
 
     /// Feed code points, read as their UTF-8 encoding (a lone surrogate encoded as such).
@@ -514,23 +553,25 @@ impl TextFeatures {
     }
 
     /// The text is complete: its last word counts.
+    #[inline]
     pub fn finish(&mut self, sketch: &mut Sketch) {
         self.end_word(sketch);
     }
 
-    #[inline]
+    #[inline(always)]
     fn byte(&mut self, byte: u8, sketch: &mut Sketch) {
-        let byte = byte.to_ascii_lowercase();
-        if !(byte.is_ascii_alphanumeric() || byte == b'_' || byte >= 0x80) {
-            self.end_word(sketch);
+        let byte = FOLD[usize::from(byte)];
+        if byte == SEPARATOR {
+            if self.word_len != 0 {
+                self.end_word(sketch);
+            }
             return;
         }
-        let digit = byte.is_ascii_digit();
+        let digit = byte == b'0';
         if digit && self.last_was_digit {
             return;
         }
         self.last_was_digit = digit;
-        let byte = if digit { b'0' } else { byte };
         self.window = ((self.window << 8) | u32::from(byte)) & 0x00ff_ffff;
         if self.word_len < 3 {
             self.word_len += 1;
@@ -540,6 +581,7 @@ impl TextFeatures {
         }
     }
 
+    #[inline]
     fn end_word(&mut self, sketch: &mut Sketch) {
         match self.word_len {
             1 => sketch.add(self.context, u64::from(self.window & 0xff)),
@@ -554,6 +596,28 @@ impl TextFeatures {
         self.last_was_digit = false;
     }
 }
+
+/// What [`FOLD`] maps a byte that only separates words to.
+const SEPARATOR: u8 = 0;
+
+/// Each byte as a word reads it: ASCII letters lowercased, digits as `0`, `_` and non-ASCII
+/// bytes as themselves, everything else [`SEPARATOR`].
+static FOLD: [u8; 256] = {
+    let mut table = [SEPARATOR; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let b = byte as u8;
+        table[byte] = if b.is_ascii_digit() {
+            b'0'
+        } else if b.is_ascii_alphabetic() || b == b'_' || b >= 0x80 {
+            b.to_ascii_lowercase()
+        } else {
+            SEPARATOR
+        };
+        byte += 1;
+    }
+    table
+};
 
 /// The sketch of a whole text under `context`.
 pub fn sketch_text(context: u64, text: &[u8]) -> Sketch {
