@@ -91,12 +91,14 @@ class SessionEngine:
     def record_plan(self, state: object) -> None:
         """Record a plan state; returning to one already seen is CIRCULAR_PLAN."""
     def record_response(self, text: str) -> None:
-        """Record one whole model response for REPEATED_OUTPUT (windows never span two
-        responses); the verdict stands until the next response starts."""
+        """Record one whole model response for REPEATED_OUTPUT: a chant inside it (windows
+        never span two responses; the verdict stands until the next response starts), and
+        alike responses turn after turn (``max_repeated_responses``)."""
     def record_output_chunk(self, chunk: str) -> None:
         """Record the next piece of a streamed response (windows span its pieces)."""
     def end_response(self) -> None:
-        """The streamed response is complete: the next piece starts a new response."""
+        """The streamed response is complete: it is compared with the response before it,
+        and the next piece starts a new response."""
     def is_doom_loop(self) -> bool:
         """True exactly when ``get_loop_type()`` is not None."""
     def increment_recovery(self) -> bool:
@@ -107,7 +109,7 @@ class SessionEngine:
         """Counts since the session started (O(1)): total, successful and failed actions,
         loop events, recovery attempts, progress markers, elapsed time, current backoff."""
     def _evaluate(self) -> Tuple[Optional[str], str]: ...
-    def _loop_event(self) -> Optional[Tuple[str, str, str, int, int]]: ...
+    def _loop_event(self) -> Optional[Tuple[str, str, str, int, int, str]]: ...
     def _next_backoff(self) -> float: ...
     def _recent_action_types(self) -> list[str]: ...
     def to_bytes(self) -> bytes:

@@ -172,17 +172,18 @@ class DoomLoopDetector(SessionEngine):
         return _RECOVERY[rung]
 
     def get_loop_event(self) -> Optional[DoomLoopEvent]:
-        """A fresh event describing the current loop, or None when there is none."""
+        """A fresh event describing the current loop, or None when there is none. Its
+        ``metadata["rule"]`` names the rule that fired (docs/session.md lists them)."""
         found = self._loop_event()
         if found is None:
             return None
-        name, description, rung, actions, attempts = found
+        name, description, rung, actions, attempts, rule = found
         return DoomLoopEvent(
             loop_type=_LOOP_TYPES[name],
             description=description,
             action_history=[str(t) for t in self._recent_action_types()],
             recovery_action=_RECOVERY[rung],
-            metadata={"action_count": actions, "recovery_attempts": attempts},
+            metadata={"action_count": actions, "recovery_attempts": attempts, "rule": rule},
         )
 
     def apply_backoff(self) -> float:

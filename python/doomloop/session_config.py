@@ -4,15 +4,42 @@ from __future__ import annotations
 
 from ._settings import Settings, defaults
 
+# Not `typing.TYPE_CHECKING`: importing typing would double the cost of `import doomloop`
+# (type checkers treat any constant of this name the same way).
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:
+    from typing import Any, Dict
+
 _D = defaults("DoomLoopConfig")
 
 
-class DoomLoopConfig(Settings):
-    """Thresholds of :class:`DoomLoopDetector` (defaults are upstream's documented ones).
+# The profile tuned on real coding-agent runs (docs/quality.md has its measured numbers, and
+# docs/session.md what each setting means); every other setting keeps its default.
+_RECOMMENDED: Dict[str, Any] = {
+    "similar_by_arguments": True,
+    "failures_by_arguments": True,
+    "no_progress_by_arguments": True,
+    "max_repeated_responses": 3,
+    "detailed_descriptions": True,
+    "content_chunk_size": 32,
+    "max_repeated_chunks": 6,
+}
 
-    ``similarity_threshold`` is kept for compatibility only: no check reads it.
+
+class DoomLoopConfig(Settings):
+    """Thresholds of :class:`DoomLoopDetector`. ``DoomLoopConfig()`` has upstream's documented
+    defaults and keeps PraisonAI's behaviour; :meth:`recommended` is the profile tuned on real
+    agent runs.
+
     ``detect_cycles``, ``max_cycle_period`` and ``min_cycle_repeats`` are doomloop's
     CIRCULAR_PLAN settings; ``detect_cycles=False`` gives strict upstream parity.
+    doomloop's own rules: ``similar_by_arguments``, ``failures_by_arguments`` and
+    ``no_progress_by_arguments`` make those rules group only *alike* actions (same type,
+    argument similarity at least ``similarity_threshold``) with the same result (off by
+    default); ``max_repeated_responses`` alike responses in a row are REPEATED_OUTPUT (8 by
+    default, where upstream's chunk counts flag identical responses);
+    ``detailed_descriptions`` makes upstream's descriptions name what repeated.
 
     Immutable: a detector reads its config once, so changing it afterwards could not take
     effect; use :meth:`replace` and build a new detector instead. A value of the wrong type
@@ -43,6 +70,11 @@ class DoomLoopConfig(Settings):
     detect_cycles: bool
     max_cycle_period: int
     min_cycle_repeats: int
+    similar_by_arguments: bool
+    failures_by_arguments: bool
+    no_progress_by_arguments: bool
+    max_repeated_responses: int
+    detailed_descriptions: bool
 
     def __init__(
         self,
@@ -64,6 +96,11 @@ class DoomLoopConfig(Settings):
         detect_cycles: bool = _D["detect_cycles"],
         max_cycle_period: int = _D["max_cycle_period"],
         min_cycle_repeats: int = _D["min_cycle_repeats"],
+        similar_by_arguments: bool = _D["similar_by_arguments"],
+        failures_by_arguments: bool = _D["failures_by_arguments"],
+        no_progress_by_arguments: bool = _D["no_progress_by_arguments"],
+        max_repeated_responses: int = _D["max_repeated_responses"],
+        detailed_descriptions: bool = _D["detailed_descriptions"],
     ) -> None:
         self._set_all(
             max_identical_actions,
@@ -84,4 +121,18 @@ class DoomLoopConfig(Settings):
             detect_cycles,
             max_cycle_period,
             min_cycle_repeats,
+            similar_by_arguments,
+            failures_by_arguments,
+            no_progress_by_arguments,
+            max_repeated_responses,
+            detailed_descriptions,
         )
+
+    @classmethod
+    def recommended(cls, **overrides: Any) -> DoomLoopConfig:
+        """The profile tuned on real coding-agent runs, with ``overrides`` (any fields)
+        applied: doomloop's rules on (actions grouped by their arguments and results, alike
+        responses three times in a row, descriptions naming what repeated) and a chant window
+        of 32 characters repeated 6 times. Its measured false positives and recall, beside
+        ``DoomLoopConfig()``'s, are in docs/quality.md."""
+        return cls(**_RECOMMENDED).replace(**overrides)

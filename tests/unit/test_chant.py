@@ -369,10 +369,16 @@ def test_streamed_pieces_share_windows_but_responses_do_not() -> None:
     streamed.record_output_chunk("A new response starts here.")
     assert streamed.get_loop_type() is None
 
+    # No window spans two responses: the same response again and again is no chant, but it is
+    # a repeated response (from the eighth, as upstream's chunk counts find it).
     separate = DoomLoopDetector()
-    for _ in range(40):
+    for _ in range(7):
         separate.record_response("I will call the tool again. ")
     assert separate.get_loop_type() is None
+    for _ in range(33):
+        separate.record_response("I will call the tool again. ")
+    event = separate.get_loop_event()
+    assert event is not None and event.metadata["rule"] == "repeated_response"
 
 
 def test_repeated_output_has_the_lowest_precedence() -> None:

@@ -194,7 +194,7 @@ def test_event_to_dict() -> None:
     assert data["loop_type"] == "repeated_action"
     assert data["recovery_action"] == "retry_different"
     assert data["action_history"] == ["t0", "t1"] * 4 + ["t1", "t1"]
-    assert data["metadata"] == {"action_count": 14, "recovery_attempts": 0}
+    assert data["metadata"] == {"action_count": 14, "recovery_attempts": 0, "rule": "identical_actions"}
 
 
 def test_stats_count_every_call() -> None:
@@ -363,6 +363,12 @@ def test_config_defaults_are_praisonai_documented_ones() -> None:
         "detect_cycles": True,
         "max_cycle_period": 4,
         "min_cycle_repeats": 3,
+        # doomloop's own rules: off, or (responses) as often as upstream's chunk counts flag.
+        "similar_by_arguments": False,
+        "failures_by_arguments": False,
+        "no_progress_by_arguments": False,
+        "max_repeated_responses": 8,
+        "detailed_descriptions": False,
     }
     assert repr(DoomLoopConfig()) == "DoomLoopConfig()"
     assert repr(DoomLoopConfig(max_identical_actions=4)) == "DoomLoopConfig(max_identical_actions=4)"

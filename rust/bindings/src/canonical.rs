@@ -9,11 +9,12 @@
 //! in docs/fingerprint.md). Lengths and data are read from the objects themselves, never through
 //! methods a subclass could override.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use doomloop_engine::fingerprint::{self as fp, Canon};
+use doomloop_engine::fingerprint::{self as fp, Canon, Sketch, TextFeatures};
 
 use crate::chant::{is_ascii, str_length, substring};
 use pyo3::ffi;
@@ -797,4 +798,278 @@ fn bytes_digest_with(py: Python<'_>, data: &[u8], hash: fn(&[u8]) -> u64) -> u64
     } else {
         hash(data)
     }
+}
+
+/// Containers deeper than this are sketched as one feature, their fingerprint.
+pub const SKETCH_DEPTH: usize = 8;
+
+/// Values one sketch walk visits at most (containers and leaves); the rest are left out, so a
+/// container holding itself many times costs a bounded walk.
+pub const SKETCH_ITEMS: usize = 4096;
+
+/// [`fingerprint`] of an action's arguments and their [`sketch_arguments`], in one pass over
+/// the common value, a small dict of scalars (each key and value is read once); anything else
+/// gets the two apart. Returns the digest and the first string argument.
+pub fn fingerprint_and_sketch<'py>(
+    value: &Bound<'py, PyAny>,
+    sketch: &mut Sketch,
+) -> (u64, Option<Bound<'py, PyString>>) {
+    if let Some(found) = flat_dict_digest_and_sketch(value, sketch) {
+        return found;
+    }
+    *sketch = Sketch::EMPTY;
+    let digest = fingerprint(value);
+    (digest, sketch_arguments(value, sketch))
+}
+
+/// [`flat_dict_digest`] that also sketches the entries; `None` (the sketch partly fed) when
+/// the value is not a small dict of scalars.
+fn flat_dict_digest_and_sketch<'py>(
+    value: &Bound<'py, PyAny>,
+    sketch: &mut Sketch,
+) -> Option<(u64, Option<Bound<'py, PyString>>)> {
+    let dict = value.cast::<PyDict>().ok()?;
+    if dict.len() > fp::SMALL_MAP_ENTRIES {
+        return None;
+    }
+    let py = dict.py();
+    let mut pairs = [0u64; fp::SMALL_MAP_ENTRIES];
+    let mut used = 0;
+    let mut first_string = None;
+    let mut pos: ffi::Py_ssize_t = 0;
+    while let Some((key_ptr, value_ptr)) = dict_next(dict.as_any(), &mut pos) {
+        // SAFETY: as in `flat_dict_digest`: borrowed from `dict`, owned at once.
+        let (key, value) = unsafe {
+            (
+                Bound::from_borrowed_ptr(py, key_ptr),
+                Bound::from_borrowed_ptr(py, value_ptr),
+            )
+        };
+        let slot = pairs.get_mut(used)?;
+        let key_digest = scalar_digest(&key)?;
+        let (value_digest, string) = scalar_digest_and_sketch(&value, key_digest, sketch)?;
+        *slot = fp::hash_pair(key_digest, value_digest);
+        used += 1;
+        if let Some(string) = string {
+            first_string.get_or_insert(string);
+        }
+    }
+    Some((fp::hash_map_pairs(pairs.get_mut(..used)?)?, first_string))
+}
+
+/// [`scalar_digest`] and [`sketch_scalar`] of one value, reading an exact str or number once;
+/// `None` (nothing sketched) for a value that is no scalar.
+fn scalar_digest_and_sketch<'py>(
+    item: &Bound<'py, PyAny>,
+    context: u64,
+    sketch: &mut Sketch,
+) -> Option<(u64, Option<Bound<'py, PyString>>)> {
+    // SAFETY: `item` is a live object; each unchecked cast follows an exact type match.
+    unsafe {
+        let ty = ffi::Py_TYPE(item.as_ptr());
+        if ty == &raw mut ffi::PyUnicode_Type {
+            let string = item.cast_unchecked::<PyString>();
+            // Short or ASCII text is read once for both (as `str_digest` reads it).
+            if str_length(string).is_ok_and(|length| length < STR_PIECE) {
+                if let Ok(text) = string.to_str() {
+                    let mut features = TextFeatures::new(context);
+                    features.feed(text.as_bytes(), sketch);
+                    features.finish(sketch);
+                    return Some((fingerprint_utf8(item.py(), text), Some(string.clone())));
+                }
+            }
+        } else if ty == &raw mut ffi::PyLong_Type {
+            sketch.add(context, fp::NUMBER_FEATURE);
+            return Some((int_digest(item.cast_unchecked::<PyInt>()), None));
+        } else if ty == &raw mut ffi::PyFloat_Type {
+            sketch.add(context, fp::NUMBER_FEATURE);
+            return Some((fp::hash_f64(item.cast_unchecked::<PyFloat>().value()), None));
+        }
+    }
+    let digest = scalar_digest(item)?;
+    Some((digest, sketch_scalar(item, context, digest, sketch)))
+}
+
+/// Sketch a scalar whose fingerprint is `digest` (see [`sketch_arguments`]); returns it when
+/// it is a str.
+fn sketch_scalar<'py>(
+    item: &Bound<'py, PyAny>,
+    context: u64,
+    digest: u64,
+    sketch: &mut Sketch,
+) -> Option<Bound<'py, PyString>> {
+    // Exact built-in types by type pointer first, as `scalar_digest` does.
+    // SAFETY: `item` is a live object; the unchecked cast follows an exact type match.
+    let string = unsafe {
+        let ty = ffi::Py_TYPE(item.as_ptr());
+        if ty == &raw mut ffi::PyLong_Type || ty == &raw mut ffi::PyFloat_Type {
+            sketch.add(context, fp::NUMBER_FEATURE);
+            return None;
+        }
+        if ty == &raw mut ffi::PyUnicode_Type {
+            Some(item.cast_unchecked::<PyString>().clone())
+        } else {
+            item.cast::<PyString>().ok().cloned()
+        }
+    };
+    match string {
+        Some(string) => {
+            sketch_str(&string, context, sketch);
+            Some(string)
+        }
+        None if !item.is_instance_of::<PyBool>()
+            && (item.is_instance_of::<PyInt>() || item.is_instance_of::<PyFloat>()) =>
+        {
+            sketch.add(context, fp::NUMBER_FEATURE);
+            None
+        }
+        None => {
+            sketch.add(context, digest);
+            None
+        }
+    }
+}
+
+/// The [`Sketch`] of an action's arguments (their features are in docs/session.md): a string
+/// gives the features of its text, a number one feature whatever its value, any other leaf
+/// its fingerprint, each under the digest of the mapping key it sits under (sequence items
+/// take their sequence's). Returns the first string argument (at the top level, in order),
+/// to name the action in descriptions. Never raises; runs Python code only where the
+/// fingerprint of a key or a leaf does.
+pub fn sketch_arguments<'py>(value: &Bound<'py, PyAny>, sketch: &mut Sketch) -> Option<Bound<'py, PyString>> {
+    let mut walk = SketchWalk {
+        sketch,
+        nested: Vec::new(),
+        budget: SKETCH_ITEMS,
+        first_string: None,
+    };
+    walk.visit(value, fp::SKETCH_ROOT, 0);
+    while let Some((item, context, depth)) = walk.nested.pop() {
+        walk.visit(&item, context, depth);
+    }
+    walk.first_string
+}
+
+struct SketchWalk<'s, 'py> {
+    sketch: &'s mut Sketch,
+    /// Containers met below the top level, still to visit (never allocated for flat values).
+    nested: Vec<(Bound<'py, PyAny>, u64, usize)>,
+    budget: usize,
+    first_string: Option<Bound<'py, PyString>>,
+}
+
+impl<'py> SketchWalk<'_, 'py> {
+    fn visit(&mut self, item: &Bound<'py, PyAny>, context: u64, depth: usize) {
+        if self.leaf(item, context) {
+            return;
+        }
+        if depth >= SKETCH_DEPTH {
+            self.sketch.add(context, fingerprint(item));
+            return;
+        }
+        if let Ok(dict) = item.cast::<PyDict>() {
+            let mut pos: ffi::Py_ssize_t = 0;
+            while let Some((key_ptr, value_ptr)) = dict_next(dict.as_any(), &mut pos) {
+                let py = dict.py();
+                // SAFETY: both pointers are non-null and borrowed from `dict`; they are turned
+                // into owned references at once (a key's fingerprint may run Python code that
+                // mutates the dict: PyDict_Next then only skips or repeats entries).
+                let (key, value) = unsafe {
+                    (
+                        Bound::from_borrowed_ptr(py, key_ptr),
+                        Bound::from_borrowed_ptr(py, value_ptr),
+                    )
+                };
+                if !self.spend() {
+                    return;
+                }
+                let key_context = fingerprint(&key);
+                if !self.leaf(&value, key_context) {
+                    self.nested.push((value, key_context, depth + 1));
+                }
+            }
+        } else if let Ok(list) = item.cast::<PyList>() {
+            let mut index = 0;
+            // Bounds first: the list may change while its items are visited.
+            while index < list.len() && self.spend() {
+                if let Ok(child) = list.get_item(index) {
+                    if !self.leaf(&child, context) {
+                        self.nested.push((child, context, depth + 1));
+                    }
+                }
+                index += 1;
+            }
+        } else if let Ok(tuple) = item.cast::<PyTuple>() {
+            for child in tuple.iter() {
+                if !self.spend() {
+                    return;
+                }
+                if !self.leaf(&child, context) {
+                    self.nested.push((child, context, depth + 1));
+                }
+            }
+        } else {
+            self.sketch.add(context, fingerprint(item));
+        }
+    }
+
+    /// Sketch `item` if it is no dict, list or tuple; false when it is one.
+    fn leaf(&mut self, item: &Bound<'py, PyAny>, context: u64) -> bool {
+        if let Some(digest) = scalar_digest(item) {
+            if let Some(string) = sketch_scalar(item, context, digest, self.sketch) {
+                self.first_string.get_or_insert(string);
+            }
+            return true;
+        }
+        if item.is_instance_of::<PyDict>() || item.is_instance_of::<PyList>() || item.is_instance_of::<PyTuple>() {
+            return false;
+        }
+        self.sketch.add(context, fingerprint(item));
+        true
+    }
+
+    fn spend(&mut self) -> bool {
+        self.budget = self.budget.saturating_sub(1);
+        self.budget > 0
+    }
+}
+
+/// Feed a str's text features: its UTF-8 encoding (lone surrogates as `surrogatepass`
+/// encodes them), read a `STR_PIECE` of code points at a time when it is long and not ASCII.
+fn sketch_str(string: &Bound<'_, PyString>, context: u64, sketch: &mut Sketch) {
+    let mut features = TextFeatures::new(context);
+    let length = str_length(string).unwrap_or(0);
+    if length >= STR_PIECE && !is_ascii(string).unwrap_or(true) {
+        let mut start = 0;
+        while start < length {
+            let end = length.min(start + STR_PIECE);
+            if let Ok(encoded) = substring(string, start, end).and_then(|piece| surrogatepass(&piece)) {
+                features.feed(encoded.as_bytes(), sketch);
+            }
+            start = end;
+        }
+    } else if let Ok(text) = string.to_str() {
+        features.feed(text.as_bytes(), sketch);
+    } else if let Ok(encoded) = surrogatepass(string) {
+        features.feed(encoded.as_bytes(), sketch);
+    }
+    features.finish(sketch);
+}
+
+/// Code points of a long non-ASCII str [`str_preview`] reads.
+const PREVIEW_CODE_POINTS: usize = 64;
+
+/// The beginning of a str, to name what it holds: its own UTF-8 (no copy for ASCII, and the
+/// one the fingerprint already made for a short str), or the UTF-8 of its first code points
+/// when it is long and not ASCII (no UTF-8 copy of the whole is kept on the str). Empty when
+/// it cannot be encoded (lone surrogates).
+pub fn str_preview<'a>(string: &'a Bound<'_, PyString>) -> Cow<'a, str> {
+    let length = str_length(string).unwrap_or(0);
+    if length >= STR_PIECE && !is_ascii(string).unwrap_or(true) {
+        return substring(string, 0, PREVIEW_CODE_POINTS)
+            .ok()
+            .and_then(|piece| piece.to_str().ok().map(str::to_owned))
+            .map_or(Cow::Borrowed(""), Cow::Owned);
+    }
+    string.to_str().map_or(Cow::Borrowed(""), Cow::Borrowed)
 }

@@ -8,15 +8,15 @@
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
-use doomloop_engine::fingerprint::{hash_action, hash_none, Canon};
-use doomloop_engine::session::{Finding, Session, SessionConfig};
+use doomloop_engine::fingerprint::{hash_action, hash_none, Canon, Sketch};
+use doomloop_engine::session::{Action, Finding, Session, SessionConfig};
 use doomloop_engine::settings::{Value, SESSION};
 use doomloop_engine::snapshot::SnapshotError;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
-use crate::canonical::{fingerprint, fingerprint_str, is_huge_negative};
+use crate::canonical::{fingerprint, fingerprint_and_sketch, fingerprint_str, is_huge_negative, str_preview};
 use crate::chant::{lock, scan_text};
 use crate::errors::{snapshot_bytes, snapshot_error};
 use crate::settings::checked;
@@ -30,6 +30,10 @@ pub struct SessionEngine {
     clock: Option<Py<PyAny>>,
     /// Called with the description of each new loop episode (the Python layer logs it).
     on_episode: Option<Py<PyAny>>,
+    /// The config's (fixed) needs, read without the lock: sketch each action's arguments,
+    /// and keep its first string argument.
+    compares_arguments: bool,
+    names_actions: bool,
 }
 
 fn monotonic_seconds() -> f64 {
@@ -91,7 +95,7 @@ impl SessionEngine {
             let episode = match (new_episode, finding, &engine.on_episode) {
                 (true, Some(finding), Some(_)) => Some((
                     finding.loop_type().name(),
-                    finding.describe(state.config()),
+                    state.describe(finding),
                     state.stats().total_actions,
                 )),
                 _ => None,
@@ -154,6 +158,8 @@ impl SessionEngine {
         let settings = checked(&SESSION, settings)?;
         let session_config = SessionConfig::from_values(&settings);
         Ok(SessionEngine {
+            compares_arguments: session_config.compares_arguments(),
+            names_actions: session_config.names_actions(),
             state: Mutex::new(Session::new(session_config)),
             settings,
             clock,
@@ -194,28 +200,55 @@ impl SessionEngine {
             }
         }
         let kind = fingerprint_str(action_type);
-        // `args=None` is the empty mapping.
-        let args_digest = if args.is_none() {
-            empty_mapping_digest()
-        } else {
-            fingerprint(args)
-        };
         let result_digest = if result.is_none() {
             hash_none()
         } else {
             fingerprint(result)
         };
-        {
-            let mut session = slf.get().lock(slf.py());
-            session.record_action(hash_action(kind, args_digest), kind, result_digest, success, duration);
+        let engine = slf.get();
+        // `args=None` is the empty mapping.
+        if !(engine.compares_arguments || engine.names_actions) || args.is_none() {
+            let args_digest = if args.is_none() {
+                empty_mapping_digest()
+            } else {
+                fingerprint(args)
+            };
+            let mut session = engine.lock(slf.py());
+            session.record_action(&Action {
+                identity: hash_action(kind, args_digest),
+                kind,
+                result: result_digest,
+                success,
+                duration,
+                arguments: &Sketch::EMPTY,
+                preview: "",
+            });
+            session.note_action_type(kind, &action_type.to_string_lossy());
+        } else {
+            // Sketched before the lock is taken (a key's fingerprint may run Python code), in
+            // the fingerprint's pass when it can be.
+            let mut sketch = Sketch::EMPTY;
+            let (args_digest, first_string) = fingerprint_and_sketch(args, &mut sketch);
+            let preview = first_string.as_ref().map(str_preview);
+            let mut session = engine.lock(slf.py());
+            session.record_action(&Action {
+                identity: hash_action(kind, args_digest),
+                kind,
+                result: result_digest,
+                success,
+                duration,
+                arguments: &sketch,
+                preview: preview.as_deref().unwrap_or(""),
+            });
             session.note_action_type(kind, &action_type.to_string_lossy());
         }
         Self::observe(slf)?;
         Ok(())
     }
 
-    /// Record one whole model response for REPEATED_OUTPUT (windows never span two
-    /// responses); the verdict stands until the next response starts.
+    /// Record one whole model response for REPEATED_OUTPUT: a chant inside it (windows never
+    /// span two responses; the verdict stands until the next response starts), and alike
+    /// responses turn after turn.
     fn record_response(slf: &Bound<'_, Self>, text: &Bound<'_, PyAny>) -> PyResult<()> {
         Self::record_output(slf, text, true)
     }
@@ -225,9 +258,12 @@ impl SessionEngine {
         Self::record_output(slf, chunk, false)
     }
 
-    /// The streamed response is complete: the next piece starts a new response.
-    fn end_response(&self, py: Python<'_>) {
-        self.lock(py).end_response();
+    /// The streamed response is complete: it is compared with the response before it, and the
+    /// next piece starts a new response.
+    fn end_response(slf: &Bound<'_, Self>) -> PyResult<()> {
+        slf.get().lock(slf.py()).end_response();
+        Self::observe(slf)?;
+        Ok(())
     }
 
     /// Record a progress marker (it gates NO_PROGRESS and CIRCULAR_PLAN).
@@ -270,10 +306,13 @@ impl SessionEngine {
         Ok((finding.map(|f| f.loop_type().name()), recovery.name()))
     }
 
-    /// The current finding described, with the loop type and rung names: (loop type,
-    /// description, recovery, total actions, recovery attempts); `None` when there is none.
+    /// The current finding described, with the loop type, rung and rule names: (loop type,
+    /// description, recovery, total actions, recovery attempts, rule); `None` when there is
+    /// none.
     #[allow(clippy::type_complexity)]
-    fn _loop_event(slf: &Bound<'_, Self>) -> PyResult<Option<(&'static str, String, &'static str, u64, u64)>> {
+    fn _loop_event(
+        slf: &Bound<'_, Self>,
+    ) -> PyResult<Option<(&'static str, String, &'static str, u64, u64, &'static str)>> {
         let Some(finding) = Self::observe(slf)? else {
             return Ok(None);
         };
@@ -281,10 +320,11 @@ impl SessionEngine {
         let stats = state.stats();
         Ok(Some((
             finding.loop_type().name(),
-            finding.describe(state.config()),
+            state.describe(finding),
             state.recovery(Some(finding.loop_type())).name(),
             stats.total_actions,
             stats.recovery_attempts,
+            finding.rule(),
         )))
     }
 

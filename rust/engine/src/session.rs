@@ -4,10 +4,16 @@
 //! recording and checking cost O(1) (cycle checks O(max_cycle_period)) whatever the history
 //! length or the thresholds. The only history kept is a ring buffer of the last
 //! `max_cycle_period + 1` actions; nothing grows with the number of actions.
+//!
+//! doomloop's own rules (off in `DoomLoopConfig()`, on in `DoomLoopConfig.recommended()`)
+//! compare actions by a fixed-size [`Sketch`] of their arguments, and responses by a sketch of
+//! their text, kept for the newest action and the newest response only: O(1) memory whatever
+//! the session's length.
 
 use std::collections::{HashMap, VecDeque};
 
 use crate::chant::{Chant, ChantConfig, ChantEvent, HashKey, TextInput};
+use crate::fingerprint::{Sketch, TextFeatures, SKETCH_ROOT};
 use crate::names::RecentNames;
 use crate::ring::Ring;
 use crate::settings::{Value, SESSION};
@@ -51,34 +57,61 @@ impl LoopType {
     }
 }
 
-/// Which check fired; two checks share the REPEATED_ACTION type.
+/// Which rule fired. Several rules share a loop type; each has its own [`Finding::rule`] name
+/// and description.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Finding {
     IdenticalAction,
+    /// Upstream's similar case: the same action type.
     SimilarAction,
     RepeatedFailure,
     NoProgress,
     CircularPlan,
     ResourceExhaustion,
+    /// A chant inside one response.
     RepeatedOutput,
+    /// `similar_by_arguments`: alike actions with the same result.
+    SimilarArguments,
+    /// `failures_by_arguments`: alike actions failing with the same result (a retry storm).
+    RetryStorm,
+    /// `no_progress_by_arguments`: alike actions whose result does not change.
+    AlikeNoProgress,
+    /// Alike responses turn after turn.
+    RepeatedResponse,
 }
 
 impl Finding {
     pub fn loop_type(self) -> LoopType {
         match self {
-            Finding::IdenticalAction | Finding::SimilarAction => LoopType::RepeatedAction,
-            Finding::RepeatedFailure => LoopType::RepeatedFailure,
-            Finding::NoProgress => LoopType::NoProgress,
+            Finding::IdenticalAction | Finding::SimilarAction | Finding::SimilarArguments => LoopType::RepeatedAction,
+            Finding::RepeatedFailure | Finding::RetryStorm => LoopType::RepeatedFailure,
+            Finding::NoProgress | Finding::AlikeNoProgress => LoopType::NoProgress,
             Finding::CircularPlan => LoopType::CircularPlan,
             Finding::ResourceExhaustion => LoopType::ResourceExhaustion,
-            Finding::RepeatedOutput => LoopType::RepeatedOutput,
+            Finding::RepeatedOutput | Finding::RepeatedResponse => LoopType::RepeatedOutput,
         }
     }
-}
 
-impl Finding {
-    /// What fired, in upstream's words (the same-type case says what it is).
-    pub fn describe(self, config: &SessionConfig) -> String {
+    /// The rule's name (`DoomLoopEvent.metadata["rule"]`, and docs/session.md's table).
+    pub fn rule(self) -> &'static str {
+        match self {
+            Finding::IdenticalAction => "identical_actions",
+            Finding::SimilarAction => "same_action_type",
+            Finding::SimilarArguments => "similar_actions",
+            Finding::RepeatedFailure => "consecutive_failures",
+            Finding::RetryStorm => "retry_storm",
+            Finding::NoProgress => "no_progress",
+            Finding::AlikeNoProgress => "alike_no_progress",
+            Finding::CircularPlan => "circular_plan",
+            Finding::ResourceExhaustion => "time_limit",
+            Finding::RepeatedOutput => "chant",
+            Finding::RepeatedResponse => "repeated_response",
+        }
+    }
+
+    /// Upstream's sentence for its rules (the same-type case says what it is); doomloop's own
+    /// rules are described by [`Session::describe`], which names what repeated.
+    fn upstream_sentence(self, config: &SessionConfig) -> String {
         match self {
             Finding::IdenticalAction => format!("Same action repeated {} times", config.max_identical_actions),
             Finding::SimilarAction => format!("Same action type repeated {} times", config.max_similar_actions),
@@ -91,6 +124,24 @@ impl Finding {
             Finding::RepeatedOutput => format!(
                 "Model output repeating — {}+ identical chunks detected",
                 config.max_repeated_chunks
+            ),
+            Finding::SimilarArguments => {
+                format!(
+                    "Similar actions repeated {} times with the same result",
+                    config.max_similar_actions
+                )
+            }
+            Finding::RetryStorm => format!(
+                "Alike actions failed {} times in a row with the same result",
+                config.max_consecutive_failures
+            ),
+            Finding::AlikeNoProgress => format!(
+                "No meaningful progress in {} steps: alike actions kept returning the same result",
+                config.max_no_progress_steps
+            ),
+            Finding::RepeatedResponse => format!(
+                "Same response repeated {} times in a row",
+                config.max_repeated_responses
             ),
         }
     }
@@ -165,6 +216,18 @@ pub struct SessionConfig {
     /// REPEATED_OUTPUT: window length and chained repeats (see `chant`).
     pub content_chunk_size: u64,
     pub max_repeated_chunks: u64,
+    /// Two actions (same type) or two responses are alike at this similarity or above.
+    pub similarity_threshold: f64,
+    /// REPEATED_ACTION's similar case: alike actions with the same result, not the same type.
+    pub similar_by_arguments: bool,
+    /// REPEATED_FAILURE: alike actions failing with the same result, not any failures.
+    pub failures_by_arguments: bool,
+    /// NO_PROGRESS: alike actions with the same result, not any actions with the same result.
+    pub no_progress_by_arguments: bool,
+    /// REPEATED_OUTPUT across responses: this many alike responses in a row.
+    pub max_repeated_responses: u64,
+    /// Upstream's descriptions name what repeated too (doomloop's own rules always do).
+    pub detailed_descriptions: bool,
 }
 
 impl Default for SessionConfig {
@@ -186,6 +249,12 @@ impl Default for SessionConfig {
             min_cycle_repeats: 3,
             content_chunk_size: 50,
             max_repeated_chunks: 8,
+            similarity_threshold: 0.85,
+            similar_by_arguments: false,
+            failures_by_arguments: false,
+            no_progress_by_arguments: false,
+            max_repeated_responses: 8,
+            detailed_descriptions: false,
         }
     }
 }
@@ -216,7 +285,24 @@ impl SessionConfig {
             min_cycle_repeats: get("min_cycle_repeats").count(),
             content_chunk_size: get("content_chunk_size").count(),
             max_repeated_chunks: get("max_repeated_chunks").count(),
+            similarity_threshold: get("similarity_threshold").number(),
+            similar_by_arguments: get("similar_by_arguments").switch().unwrap_or(false),
+            failures_by_arguments: get("failures_by_arguments").switch().unwrap_or(false),
+            no_progress_by_arguments: get("no_progress_by_arguments").switch().unwrap_or(false),
+            max_repeated_responses: get("max_repeated_responses").count(),
+            detailed_descriptions: get("detailed_descriptions").switch().unwrap_or(false),
         }
+    }
+
+    /// Whether a rule compares actions by their arguments (the binding then sketches them).
+    pub fn compares_arguments(&self) -> bool {
+        self.similar_by_arguments || self.failures_by_arguments || self.no_progress_by_arguments
+    }
+
+    /// Whether descriptions name the newest action (the binding then passes its first string
+    /// argument).
+    pub fn names_actions(&self) -> bool {
+        self.compares_arguments() || self.detailed_descriptions
     }
 
     /// Why these settings are unusable together, if they are: the setting to blame (as
@@ -290,6 +376,141 @@ pub struct ActionRecord {
     pub failed: bool,
 }
 
+/// One action as the binding hands it over: digests, and what doomloop's own rules and the
+/// descriptions read of its arguments.
+#[derive(Clone, Copy, Debug)]
+pub struct Action<'a> {
+    /// Action type + canonical args.
+    pub identity: u64,
+    /// Action type alone.
+    pub kind: u64,
+    pub result: u64,
+    pub success: bool,
+    /// Seconds; above `max_time_per_action` the action counts as failed.
+    pub duration: f64,
+    /// The arguments' sketch (read only when [`SessionConfig::compares_arguments`]).
+    pub arguments: &'a Sketch,
+    /// The first string argument, to name the action in descriptions (read only when
+    /// [`SessionConfig::names_actions`]).
+    pub preview: &'a str,
+}
+
+/// Bytes of text a [`Preview`] keeps.
+pub const PREVIEW_BYTES: usize = 60;
+
+/// The beginning of a text, kept to name it in descriptions: at most [`PREVIEW_BYTES`] bytes
+/// (whole characters), inline, so keeping one per action or response never allocates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preview {
+    bytes: [u8; PREVIEW_BYTES],
+    len: u8,
+    /// Text was left out.
+    cut: bool,
+}
+
+impl Default for Preview {
+    fn default() -> Self {
+        Preview {
+            bytes: [0; PREVIEW_BYTES],
+            len: 0,
+            cut: false,
+        }
+    }
+}
+
+impl Preview {
+    pub fn new(text: &str) -> Self {
+        let mut preview = Preview::default();
+        preview.push_str(text);
+        preview
+    }
+
+    /// Hold the beginning of `text` instead.
+    pub fn set(&mut self, text: &str) {
+        self.len = 0;
+        self.cut = false;
+        self.push_str(text);
+    }
+
+    /// Append as much of `text` as fits.
+    pub fn push_str(&mut self, text: &str) {
+        if self.cut {
+            return;
+        }
+        let len = usize::from(self.len).min(PREVIEW_BYTES);
+        let room = PREVIEW_BYTES - len;
+        let mut take = text.len().min(room);
+        while !text.is_char_boundary(take) {
+            take -= 1;
+        }
+        if let (Some(slot), Some(piece)) = (self.bytes.get_mut(len..len + take), text.as_bytes().get(..take)) {
+            // A loop, not `copy_from_slice`: the pieces are short, a `memcpy` call costs more.
+            for (to, &from) in slot.iter_mut().zip(piece) {
+                *to = from;
+            }
+            self.len += take as u8;
+        }
+        self.cut = take < text.len();
+    }
+
+    /// Append the start of a piece of a response.
+    pub fn push_input(&mut self, text: TextInput<'_>) {
+        match text {
+            // ASCII is UTF-8; `from_utf8` only confirms it.
+            TextInput::Ascii(bytes) => self.push_str(std::str::from_utf8(bytes).unwrap_or("")),
+            TextInput::Utf8(text) => self.push_str(text),
+            TextInput::CodePoints(code_points) => {
+                for &cp in code_points {
+                    if self.cut {
+                        break;
+                    }
+                    let mut buffer = [0u8; 4];
+                    self.push_str(char::from_u32(cp).unwrap_or('\u{fffd}').encode_utf8(&mut buffer));
+                }
+            }
+        }
+    }
+
+    /// The text kept, its whitespace runs read as one space, `…` where text was left out.
+    pub fn shown(&self) -> String {
+        let kept = self.bytes.get(..usize::from(self.len)).unwrap_or(&[]);
+        let text = String::from_utf8_lossy(kept);
+        let mut shown = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        if self.cut {
+            shown.push('…');
+        }
+        shown
+    }
+}
+
+/// The response being recorded: its features so far.
+#[derive(Clone, Copy, Debug)]
+struct ResponseDraft {
+    features: TextFeatures,
+    sketch: Sketch,
+    preview: Preview,
+}
+
+impl ResponseDraft {
+    fn new() -> Self {
+        ResponseDraft {
+            features: TextFeatures::new(SKETCH_ROOT),
+            sketch: Sketch::default(),
+            preview: Preview::default(),
+        }
+    }
+}
+
+/// The newest complete response, as the next one is compared with it.
+#[derive(Clone, Copy, Debug)]
+struct LastResponse {
+    sketch: Sketch,
+    preview: Preview,
+    /// `total_actions` when it was complete: an empty response with an action after it only
+    /// carried a tool call.
+    actions_at: u64,
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SessionStats {
     pub total_actions: u64,
@@ -335,6 +556,19 @@ pub struct Session {
     output_open: bool,
     /// The last action types by name, for events.
     recent_types: RecentNames,
+    /// Sketch of the newest action's arguments (kept when a rule compares arguments).
+    last_arguments: Sketch,
+    /// Trailing actions each alike to the one before (same type, arguments similar).
+    alike_run: u64,
+    /// Trailing failed actions each alike to the one before and failing with its result.
+    alike_failure_run: u64,
+    /// The newest action's first string argument (kept when descriptions name actions).
+    action_preview: Preview,
+    /// The response being recorded (`output_open`) or the last one.
+    response: ResponseDraft,
+    last_response: Option<LastResponse>,
+    /// Trailing complete responses each alike to the one before.
+    response_run: u64,
 }
 
 impl Session {
@@ -365,6 +599,13 @@ impl Session {
             output: Chant::new(config.chant_config()),
             output_open: false,
             recent_types: RecentNames::new(RECENT_TYPES),
+            last_arguments: Sketch::default(),
+            alike_run: 0,
+            alike_failure_run: 0,
+            action_preview: Preview::default(),
+            response: ResponseDraft::new(),
+            last_response: None,
+            response_run: 0,
             config,
         }
     }
@@ -395,7 +636,16 @@ impl Session {
     }
 
     /// Record one action. `duration` above `max_time_per_action` counts as a failure.
-    pub fn record_action(&mut self, identity: u64, kind: u64, result: u64, success: bool, duration: f64) {
+    #[inline]
+    pub fn record_action(&mut self, action: &Action<'_>) {
+        let &Action {
+            identity,
+            kind,
+            result,
+            success,
+            duration,
+            ..
+        } = action;
         let failed = !success || duration > self.config.max_time_per_action;
         let record = ActionRecord {
             identity,
@@ -409,6 +659,29 @@ impl Session {
         self.similar_run = extend(self.similar_run, previous.is_some_and(|p| p.kind == kind));
         self.same_result_run = extend(self.same_result_run, previous.is_some_and(|p| p.result == result));
         self.failure_run = if failed { self.failure_run.saturating_add(1) } else { 0 };
+        // The same identity is the same canonical arguments: alike without comparing, and
+        // nothing new to keep of them.
+        let repeated = previous.is_some_and(|p| p.identity == identity);
+        if self.config.compares_arguments() {
+            let alike = repeated
+                || previous.is_some_and(|p| {
+                    p.kind == kind
+                        && self.last_arguments.similarity(action.arguments) >= self.config.similarity_threshold
+                });
+            self.alike_run = extend(self.alike_run, alike);
+            let same_failure = alike && previous.is_some_and(|p| p.failed && p.result == result);
+            self.alike_failure_run = match (failed, same_failure) {
+                (false, _) => 0,
+                (true, true) => self.alike_failure_run.saturating_add(1),
+                (true, false) => 1,
+            };
+            if !repeated {
+                self.last_arguments.assign(action.arguments);
+            }
+        }
+        if self.config.names_actions() && !repeated {
+            self.action_preview.set(action.preview);
+        }
         for period in 2..self.period_runs.len() {
             let repeats = self
                 .history
@@ -435,13 +708,43 @@ impl Session {
         if !self.output_open {
             self.output.reset();
             self.output_open = true;
+            self.response = ResponseDraft::new();
         }
         self.output.feed_text(text);
+        let draft = &mut self.response;
+        match text {
+            TextInput::Ascii(bytes) => draft.features.feed(bytes, &mut draft.sketch),
+            TextInput::Utf8(text) => draft.features.feed(text.as_bytes(), &mut draft.sketch),
+            TextInput::CodePoints(code_points) => draft.features.feed_code_points(code_points, &mut draft.sketch),
+        }
+        draft.preview.push_input(text);
     }
 
-    /// The streamed response is complete; its verdict stands until the next one starts.
+    /// The streamed response is complete: its chant verdict stands until the next one
+    /// starts, and it is compared with the response before it.
     pub fn end_response(&mut self) {
+        if !self.output_open {
+            return;
+        }
         self.output_open = false;
+        let draft = &mut self.response;
+        draft.features.finish(&mut draft.sketch);
+        let (sketch, total) = (draft.sketch, self.stats.total_actions);
+        let alike = self.last_response.is_some_and(|last| {
+            if sketch.is_empty() || last.sketch.is_empty() {
+                // No words: alike only to another such response with no action between (an
+                // empty message that carried a tool call is no answer).
+                sketch.is_empty() && last.sketch.is_empty() && last.actions_at == total
+            } else {
+                last.sketch.similarity(&sketch) >= self.config.similarity_threshold
+            }
+        });
+        self.response_run = if alike { self.response_run.saturating_add(1) } else { 1 };
+        self.last_response = Some(LastResponse {
+            sketch,
+            preview: draft.preview,
+            actions_at: total,
+        });
     }
 
     /// Record one whole response (no window spans two responses).
@@ -489,36 +792,124 @@ impl Session {
     }
 
     /// The first check that holds, in the documented precedence, at time `now`.
+    #[inline]
     pub fn finding(&self, now: f64) -> Option<Finding> {
         let total = self.stats.total_actions;
         let c = &self.config;
         if total >= 2 {
             // A run never exceeds the number of actions, so "the last N" always exist here.
+            let alike_same_result = self.alike_run.min(self.same_result_run);
             if self.identical_run >= c.max_identical_actions {
                 return Some(Finding::IdenticalAction);
             }
-            if self.similar_run >= c.max_similar_actions {
+            if c.similar_by_arguments {
+                if alike_same_result >= c.max_similar_actions {
+                    return Some(Finding::SimilarArguments);
+                }
+            } else if self.similar_run >= c.max_similar_actions {
                 return Some(Finding::SimilarAction);
             }
-            if self.failure_run >= c.max_consecutive_failures {
+            if c.failures_by_arguments {
+                if self.alike_failure_run >= c.max_consecutive_failures {
+                    return Some(Finding::RetryStorm);
+                }
+            } else if self.failure_run >= c.max_consecutive_failures {
                 return Some(Finding::RepeatedFailure);
             }
             let n = c.max_no_progress_steps;
-            if self.same_result_run >= n && !self.marker_since(total - n) {
+            if c.no_progress_by_arguments {
+                if alike_same_result >= n && !self.marker_since(total - n) {
+                    return Some(Finding::AlikeNoProgress);
+                }
+            } else if self.same_result_run >= n && !self.marker_since(total - n) {
                 return Some(Finding::NoProgress);
             }
-            if c.detect_cycles && (self.action_cycle() || self.plan_cycle()) {
+            if c.detect_cycles && (self.action_cycle().is_some() || self.plan_cycle()) {
                 return Some(Finding::CircularPlan);
             }
         }
         if self.started_at.is_some_and(|start| now - start > c.max_total_time) {
             return Some(Finding::ResourceExhaustion);
         }
-        // Content chanting needs no recorded actions.
+        // Content chanting and repeated responses need no recorded actions.
         if self.output.event().is_some() {
             return Some(Finding::RepeatedOutput);
         }
+        if self.response_run >= c.max_repeated_responses {
+            return Some(Finding::RepeatedResponse);
+        }
         None
+    }
+
+    /// What `finding` found, in words: which rule fired and why. Upstream's rules keep its
+    /// sentences (naming what repeated only with `detailed_descriptions`); doomloop's own
+    /// always name the repeated action or response.
+    pub fn describe(&self, finding: Finding) -> String {
+        let c = &self.config;
+        let sentence = finding.upstream_sentence(c);
+        let own = matches!(
+            finding,
+            Finding::SimilarArguments | Finding::RetryStorm | Finding::AlikeNoProgress | Finding::RepeatedResponse
+        );
+        if !own && !c.detailed_descriptions {
+            return sentence;
+        }
+        match finding {
+            Finding::IdenticalAction
+            | Finding::RepeatedFailure
+            | Finding::NoProgress
+            | Finding::SimilarArguments
+            | Finding::RetryStorm
+            | Finding::AlikeNoProgress => format!("{sentence}: {}", self.action_subject()),
+            Finding::SimilarAction => format!("{sentence}: {}", self.newest_type()),
+            Finding::CircularPlan => match self.action_cycle() {
+                Some(period) => format!(
+                    "{sentence}: {period} actions repeated {} times, the last {}",
+                    c.min_cycle_repeats,
+                    self.action_subject()
+                ),
+                None => format!("{sentence}: a plan state visited {} times", c.min_cycle_repeats),
+            },
+            Finding::ResourceExhaustion => sentence,
+            Finding::RepeatedOutput => match self.output.event() {
+                Some(event) => {
+                    let window: String = event
+                        .window
+                        .iter()
+                        .map(|&cp| char::from_u32(cp).unwrap_or('\u{fffd}'))
+                        .collect();
+                    let mut preview = Preview::new(&window);
+                    preview.cut |= event.period.is_some_and(|p| p > window.chars().count() as u64);
+                    format!("{sentence}: \"{}\"", preview.shown())
+                }
+                None => sentence,
+            },
+            Finding::RepeatedResponse => match self.last_response {
+                Some(last) if last.sketch.is_empty() => format!(
+                    "Empty response repeated {} times in a row with no action between",
+                    c.max_repeated_responses
+                ),
+                Some(last) => format!("{sentence}: \"{}\"", last.preview.shown()),
+                None => sentence,
+            },
+        }
+    }
+
+    /// The newest action: its type and first string argument.
+    fn action_subject(&self) -> String {
+        let preview = self.action_preview.shown();
+        if preview.is_empty() {
+            self.newest_type()
+        } else {
+            format!("{} {preview}", self.newest_type())
+        }
+    }
+
+    fn newest_type(&self) -> String {
+        self.recent_types
+            .oldest_first()
+            .last()
+            .map_or_else(String::new, |name| (*name).to_owned())
     }
 
     /// Evaluate at `now` and count a loop event when a new episode starts (the type changes
@@ -582,12 +973,13 @@ impl Session {
         self.last_marker_at.is_some_and(|at| at >= boundary)
     }
 
-    /// The newest `p * min_cycle_repeats` actions repeat one block of `p` (2..=max period)
-    /// holding at least two identities, with unchanged results and no marker since the span.
-    fn action_cycle(&self) -> bool {
+    /// The shortest period `p` (2..=max period) whose block the newest `p * min_cycle_repeats`
+    /// actions repeat, holding at least two identities, with unchanged results and no marker
+    /// since the span.
+    fn action_cycle(&self) -> Option<usize> {
         let total = self.stats.total_actions;
         let repeats = self.config.min_cycle_repeats;
-        (2..self.period_runs.len()).any(|period| {
+        (2..self.period_runs.len()).find(|&period| {
             let p = period as u64;
             let span = p * repeats;
             total >= span
@@ -628,6 +1020,11 @@ fn clamp(mut config: SessionConfig) -> SessionConfig {
     }
     config.max_cycle_period = config.max_cycle_period.clamp(2, MAX_CYCLE_PERIOD);
     config.min_cycle_repeats = config.min_cycle_repeats.clamp(2, MAX_CYCLE_REPEATS);
+    config.max_repeated_responses = config.max_repeated_responses.max(2);
+    if config.similarity_threshold.is_nan() {
+        config.similarity_threshold = 1.0;
+    }
+    config.similarity_threshold = config.similarity_threshold.clamp(0.0, 1.0);
     config
 }
 
@@ -888,7 +1285,7 @@ mod tests {
             ..SessionConfig::default()
         };
         assert_eq!(
-            Finding::ResourceExhaustion.describe(&config),
+            Session::new(config).describe(Finding::ResourceExhaustion),
             "Exceeded time limit of 30.0s"
         );
         assert_eq!(LoopType::NoProgress.name(), "no_progress");
@@ -904,7 +1301,19 @@ mod tests {
     }
 
     fn act(s: &mut Session, identity: u64, kind: u64, result: u64, success: bool) {
-        s.record_action(identity, kind, result, success, 0.0);
+        timed(s, identity, kind, result, success, 0.0);
+    }
+
+    fn timed(s: &mut Session, identity: u64, kind: u64, result: u64, success: bool, duration: f64) {
+        s.record_action(&Action {
+            identity,
+            kind,
+            result,
+            success,
+            duration,
+            arguments: &Sketch::default(),
+            preview: "",
+        });
     }
 
     #[test]
@@ -931,7 +1340,7 @@ mod tests {
     fn failures_and_timeouts_count_as_failed() {
         let mut s = session(SessionConfig::default());
         act(&mut s, 1, 1, 1, false);
-        s.record_action(2, 2, 2, true, 61.0);
+        timed(&mut s, 2, 2, 2, true, 61.0);
         assert_eq!(s.finding(T), None);
         act(&mut s, 3, 3, 3, false);
         assert_eq!(s.finding(T), Some(Finding::RepeatedFailure));
@@ -1071,11 +1480,16 @@ mod tests {
         streamed.record_output_chunk(chars("new"));
         assert_eq!(streamed.finding(T), None);
 
+        // Eight separate responses: no chant (no window spans two responses), but the same
+        // response eight times in a row, as upstream's chunk counts find it.
         let mut separate = session(SessionConfig::default());
-        for _ in 0..8 {
+        for _ in 0..7 {
             separate.record_response(chars(&piece));
         }
         assert_eq!(separate.finding(T), None);
+        separate.record_response(chars(&piece));
+        assert_eq!(separate.finding(T), Some(Finding::RepeatedResponse));
+        assert!(separate.output.event().is_none());
     }
 
     #[test]

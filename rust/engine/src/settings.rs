@@ -114,8 +114,10 @@ const fn switch(name: &'static str, default: bool) -> Setting {
 /// The engine's counters are u64.
 const ANY: u64 = u64::MAX;
 
-/// `DoomLoopConfig`: PraisonAI's settings (its documented defaults) and doomloop's
-/// CIRCULAR_PLAN settings. `similarity_threshold` is kept for compatibility; no check reads it.
+/// `DoomLoopConfig`: PraisonAI's settings (its documented defaults), doomloop's CIRCULAR_PLAN
+/// settings, and doomloop's own rules, whose defaults keep PraisonAI's behaviour (the
+/// argument rules off; responses repeated as often as upstream's chunk counts allow). Only
+/// doomloop's rules read `similarity_threshold`.
 pub static SESSION: Schema = Schema {
     owner: "DoomLoopConfig",
     settings: &[
@@ -137,6 +139,11 @@ pub static SESSION: Schema = Schema {
         switch("detect_cycles", true),
         count("max_cycle_period", 4, 2, crate::session::MAX_CYCLE_PERIOD),
         count("min_cycle_repeats", 3, 2, crate::session::MAX_CYCLE_REPEATS),
+        switch("similar_by_arguments", false),
+        switch("failures_by_arguments", false),
+        switch("no_progress_by_arguments", false),
+        count("max_repeated_responses", 8, 2, ANY),
+        switch("detailed_descriptions", false),
     ],
 };
 
