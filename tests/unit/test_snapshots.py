@@ -190,22 +190,25 @@ def _session_answers(detector: DoomLoopDetector, clock: FakeClock, script: List[
     before=st.lists(session_steps, max_size=30),
     after=st.lists(session_steps, max_size=20),
     identical=st.integers(2, 5),
+    recommended=st.booleans(),
 )
 def test_a_restored_session_detector_answers_as_its_twin(
-    before: List[SessionStep], after: List[SessionStep], identical: int
+    before: List[SessionStep], after: List[SessionStep], identical: int, recommended: bool
 ) -> None:
-    config = DoomLoopConfig(max_identical_actions=identical, max_total_time=40.0, content_chunk_size=5, max_repeated_chunks=3)
-    clocks = FakeClock(100.0), FakeClock(100.0)
-    original, twin = DoomLoopDetector(config, clock=clocks[0]), DoomLoopDetector(config, clock=clocks[1])
-    for detector in (original, twin):
-        detector.start_session()
-    assert _session_answers(original, clocks[0], before) == _session_answers(twin, clocks[1], before)
+    make = DoomLoopConfig.recommended if recommended else DoomLoopConfig
+    config = make(max_identical_actions=identical, max_total_time=40.0, content_chunk_size=5, max_repeated_chunks=3)
+    # (Two detectors have different chant hash keys, so the twin is the one snapshotted,
+    # continued unsnapshotted beside its restored copy.)
+    clock = FakeClock(100.0)
+    twin = DoomLoopDetector(config, clock=clock)
+    twin.start_session()
+    _session_answers(twin, clock, before)
     data = twin.to_bytes()
     # Another process, another clock: the elapsed time carries over.
-    elsewhere = FakeClock(clocks[0].now + 5000.0)
+    elsewhere = FakeClock(clock.now + 5000.0)
     restored = DoomLoopDetector.from_bytes(data, clock=elsewhere)
     assert restored.config == config and restored.to_bytes() == data
-    assert _session_answers(restored, elsewhere, after) == _session_answers(original, clocks[0], after)
+    assert _session_answers(restored, elsewhere, after) == _session_answers(twin, clock, after)
 
 
 def test_session_snapshots_copy_pickle_and_refuse_bad_data() -> None:

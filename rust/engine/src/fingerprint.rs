@@ -405,6 +405,19 @@ impl Sketch {
         self.complete = other.complete;
     }
 
+    /// A sketch holding `hashes` (strictly ascending, at most `SKETCH_SIZE`), as
+    /// [`Sketch::hashes`] and [`Sketch::is_complete`] gave them; `None` for any other list.
+    pub fn from_parts(hashes: &[u64], complete: bool) -> Option<Sketch> {
+        if hashes.len() > SKETCH_SIZE || hashes.windows(2).any(|pair| pair[0] >= pair[1]) {
+            return None;
+        }
+        let mut sketch = Sketch::EMPTY;
+        sketch.hashes[..hashes.len()].copy_from_slice(hashes);
+        sketch.len = u8::try_from(hashes.len()).ok()?;
+        sketch.complete = complete;
+        Some(sketch)
+    }
+
     /// Whether every distinct feature fed is kept.
     pub fn is_complete(&self) -> bool {
         self.complete

@@ -13,11 +13,11 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::chant::{Chant, ChantConfig, ChantEvent, HashKey, TextInput};
-use crate::fingerprint::{Sketch, TextFeatures, SKETCH_ROOT};
+use crate::fingerprint::{Sketch, TextFeatures, SKETCH_ROOT, SKETCH_SIZE};
 use crate::names::RecentNames;
 use crate::ring::Ring;
 use crate::settings::{Value, SESSION};
-use crate::snapshot::{invalid, open, seal, SnapshotError, SnapshotKind};
+use crate::snapshot::{invalid, open, seal, Reader, SnapshotError, SnapshotKind, Writer};
 
 /// Action types kept by name for `DoomLoopEvent.action_history`.
 pub const RECENT_TYPES: usize = 10;
@@ -1031,6 +1031,43 @@ fn clamp(mut config: SessionConfig) -> SessionConfig {
 /// Longest action-type name a snapshot may carry.
 const MAX_SNAPSHOT_NAME: usize = 1 << 16;
 
+fn write_sketch(w: &mut Writer, sketch: &Sketch) {
+    w.bool(sketch.is_complete());
+    w.len(sketch.hashes().len());
+    for &hash in sketch.hashes() {
+        w.u64(hash);
+    }
+}
+
+fn read_sketch(r: &mut Reader<'_>) -> Result<Sketch, SnapshotError> {
+    let complete = r.bool("a sketch")?;
+    let n = r.len("a sketch", SKETCH_SIZE)?;
+    let mut hashes = Vec::with_capacity(n);
+    for _ in 0..n {
+        hashes.push(r.u64("a sketch")?);
+    }
+    Sketch::from_parts(&hashes, complete).ok_or_else(|| invalid("a sketch's hashes are not strictly ascending"))
+}
+
+fn write_preview(w: &mut Writer, preview: &Preview) {
+    w.bool(preview.cut);
+    let len = usize::from(preview.len).min(PREVIEW_BYTES);
+    w.len(len);
+    w.bytes(&preview.bytes[..len]);
+}
+
+fn read_preview(r: &mut Reader<'_>) -> Result<Preview, SnapshotError> {
+    let cut = r.bool("a preview")?;
+    let n = r.len("a preview", PREVIEW_BYTES)?;
+    let text = std::str::from_utf8(r.bytes(n, "a preview")?).map_err(|_| invalid("a preview is not UTF-8"))?;
+    let mut preview = Preview::new(text);
+    if usize::from(preview.len) != n {
+        return Err(invalid("a preview does not fit"));
+    }
+    preview.cut = cut;
+    Ok(preview)
+}
+
 fn loop_type_of(byte: u8) -> Result<LoopType, SnapshotError> {
     Ok(match byte {
         0 => LoopType::RepeatedAction,
@@ -1126,6 +1163,22 @@ impl Session {
                 w.u64(digest);
                 w.str(name);
             }
+            // doomloop's argument and response rules (the response draft is not saved: it
+            // starts afresh with the next response).
+            write_sketch(w, &self.last_arguments);
+            w.u64(self.alike_run);
+            w.u64(self.alike_failure_run);
+            write_preview(w, &self.action_preview);
+            match &self.last_response {
+                Some(last) => {
+                    w.u8(1);
+                    write_sketch(w, &last.sketch);
+                    write_preview(w, &last.preview);
+                    w.u64(last.actions_at);
+                }
+                None => w.u8(0),
+            }
+            w.u64(self.response_run);
         }))
     }
 
@@ -1256,6 +1309,20 @@ impl Session {
             let name = r.str("a recent action type", MAX_SNAPSHOT_NAME)?;
             s.recent_types.push(digest, name);
         }
+        s.last_arguments = read_sketch(&mut r)?;
+        s.alike_run = r.u64("the alike runs")?;
+        s.alike_failure_run = r.u64("the alike runs")?;
+        s.action_preview = read_preview(&mut r)?;
+        s.last_response = match r.u8("the last response")? {
+            0 => None,
+            1 => Some(LastResponse {
+                sketch: read_sketch(&mut r)?,
+                preview: read_preview(&mut r)?,
+                actions_at: r.u64("the last response")?,
+            }),
+            other => return Err(invalid(format!("the last response has presence byte {other}"))),
+        };
+        s.response_run = r.u64("the response run")?;
         r.finish()?;
         Ok((s, settings))
     }
