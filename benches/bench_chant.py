@@ -8,7 +8,10 @@ Ratios are printed by the last test from the medians measured in the same run.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import random
+import subprocess
+import sys
 import sysconfig
 import threading
 import time
@@ -243,6 +246,60 @@ def test_guard_overhead_interleaved() -> None:
     ratio = sorted(ratios)[3]
     print(f"\nstream guard, interleaved: {ratio - 1:+.1%} over bare iterator + detector")
     assert ratio > 0
+
+
+# Run in a fresh interpreter per measure: memory freed by an earlier one stays in the
+# allocator's free lists and would be reused without raising RSS.
+MEMORY_SCRIPT = """
+import gc, random, sys
+from doomloop import ChantDetector
+
+def rss():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * __import__("os").sysconf("SC_PAGE_SIZE")
+
+alphabet, streams, chars = sys.argv[1], int(sys.argv[2]), 20_000
+rng = random.Random(9)
+words = (
+    "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 8))) + str(rng.randrange(10**4))
+    for _ in range(12_000)
+)
+text = " ".join(words)
+gc.collect()
+before = rss()
+detectors = []
+for k in range(streams):
+    detector = ChantDetector()
+    start = (k * 997) % (len(text) - chars)
+    for at in range(start, start + chars, 2000):
+        detector.feed(text[at : at + 2000])
+    detectors.append(detector)
+gc.collect()
+assert all(d.event is None for d in detectors)
+print((rss() - before) / streams, sys.getsizeof(detectors[0]))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="RSS is read from /proc")
+def test_memory_per_stream() -> None:
+    """Bytes per concurrent stream at default settings once each has outgrown the history
+    (20,000 characters, fed 2,000 at a time): 10,000 ASCII streams (the gateway's budget:
+    200 MB), then 2,000 each of Latin-1, CJK and emoji text, by RSS and by
+    ``sys.getsizeof``. Printed; ASCII is bounded at 20 KB."""
+    print()
+    results = {}
+    for name, alphabet, streams in (
+        ("ASCII", "etaoinshrdlucmfwypvbgkqjxz", 10_000),
+        ("Latin-1", "abcdefg\u00e9\u00e8\u00fc\u00df", 2_000),
+        ("CJK", "\u7684\u4e00\u662f\u4e0d\u4e86\u4eba\u6211\u5728", 2_000),
+        ("emoji", "abc \U0001f600\U0001f680", 2_000),
+    ):
+        out = subprocess.run(
+            [sys.executable, "-c", MEMORY_SCRIPT, alphabet, str(streams)], capture_output=True, text=True, check=True
+        ).stdout.split()
+        results[name] = float(out[0])
+        print(f"{name:8} {float(out[0]):>9,.0f} B per stream by RSS ({streams:,} streams), {int(out[1]):,} B by sys.getsizeof")
+    assert results["ASCII"] <= 20_000
 
 
 def test_zz_ratios() -> None:

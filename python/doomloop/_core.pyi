@@ -349,6 +349,9 @@ class ChantEngine:
     @property
     def history_size(self) -> int:
         """Symbols of history kept (the memory bound)."""
+    def _state_size(self) -> int:
+        """Bytes the Rust state holds outside the Python object (history, chain table, the
+        chant found)."""
 
 @final
 class TextGuard:

@@ -133,3 +133,6 @@ class ChantDetector(ChantEngine):
             _event_type=ChantEvent,
         )
         return cast("ChantDetector", engine)
+
+    def __sizeof__(self) -> int:
+        return object.__sizeof__(self) + self._state_size()

@@ -274,6 +274,17 @@ impl Stream {
         }
     }
 
+    /// Bytes held outside the Python object: the detector's history, chain table and found
+    /// chant, and the box a reset detector is kept in.
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Stream::Fresh => 0,
+            Stream::Text(chant) => chant.heap_bytes(),
+            Stream::Tokens(chant) => chant.heap_bytes(),
+            Stream::Reset(old) => std::mem::size_of::<Stream>() + old.heap_bytes(),
+        }
+    }
+
     /// The chant found (the engine keeps it until reset), as event fields.
     fn found(&self) -> Option<Found> {
         match self {
@@ -576,6 +587,12 @@ impl ChantEngine {
     #[getter]
     fn history_size(&self) -> u64 {
         self.config.history()
+    }
+
+    /// Bytes this detector's Rust state holds outside the Python object (history, chain
+    /// table, the chant found).
+    fn _state_size(&self, py: Python<'_>) -> usize {
+        lock(py, &self.state).stream.heap_bytes()
     }
 }
 
