@@ -17,7 +17,8 @@
 
 use arbitrary::Arbitrary;
 use doomloop_engine::chant::{ChantConfig, TextInput};
-use doomloop_engine::session::{Finding, LoopType, Recovery, Session, SessionConfig, PLAN_STATES_CAP};
+use doomloop_engine::fingerprint::Sketch;
+use doomloop_engine::session::{Action, Finding, LoopType, Recovery, Session, SessionConfig, PLAN_STATES_CAP};
 use doomloop_fuzz::live_bytes;
 use libfuzzer_sys::fuzz_target;
 
@@ -223,6 +224,10 @@ fuzz_target!(|input: (Config, Vec<Op>)| {
         min_cycle_repeats: small(cfg.min_cycle_repeats, 6),
         content_chunk_size: u64::from(cfg.content_chunk_size % 64),
         max_repeated_chunks: u64::from(cfg.max_repeated_chunks % 16),
+        // PraisonAI's rules only: the model below knows nothing of doomloop's own (alike
+        // responses in a row included, which the defaults keep on).
+        max_repeated_responses: u64::MAX,
+        ..SessionConfig::default()
     };
 
     let before = live_bytes();
@@ -264,7 +269,15 @@ fuzz_target!(|input: (Config, Vec<Op>)| {
                 duration,
             } => {
                 let (identity, kind, result) = (u64::from(*identity % 4), u64::from(*kind % 3), u64::from(*result % 3));
-                session.record_action(identity, kind, result, *success, *duration);
+                session.record_action(&Action {
+                    identity,
+                    kind,
+                    result,
+                    success: *success,
+                    duration: *duration,
+                    arguments: &Sketch::EMPTY,
+                    preview: "",
+                });
                 let failed = !*success || *duration > c.max_time_per_action;
                 model.actions.push((identity, kind, result, failed));
             }

@@ -108,7 +108,8 @@ def test_10_000_ascii_streams_fit_200_mb() -> None:
     gc.collect()
     per_stream = (rss() - before) / STREAMS
     assert all(d.event is None and d.position == STREAM_CHARS for d in detectors)
-    # The engine's accounting is what the process holds (within the allocator's overhead).
+    # The engine's accounting bounds what the process holds (within the allocator's overhead;
+    # only an upper bound: memory freed by earlier tests in this process is reused).
     accounted = sys.getsizeof(detectors[0]) + 8  # and a list slot
-    assert accounted * 0.9 <= per_stream <= accounted * 1.25, (per_stream, accounted)
+    assert per_stream <= accounted * 1.25, (per_stream, accounted)
     assert per_stream <= ASCII_LIMIT
