@@ -72,7 +72,7 @@ class SessionRegistry:
 
     Args:
         session_config: the :class:`~doomloop.DoomLoopConfig` of every session detector
-            (default: ``DoomLoopConfig.recommended()`` where available, else the defaults).
+            (default: ``DoomLoopConfig.recommended()``, the profile measured on real runs).
         tool_config: the :class:`~doomloop.LoopDetectionConfig` of every tool-loop detector
             (default: the keyword configuration, detection on).
         chant_options: keyword options of the :class:`~doomloop.ChantDetector` made for each
@@ -104,8 +104,7 @@ class SessionRegistry:
         **tool_options: Any,
     ) -> None:
         if session_config is None:
-            recommended = getattr(DoomLoopConfig, "recommended", None)
-            session_config = recommended() if recommended is not None else DoomLoopConfig()
+            session_config = DoomLoopConfig.recommended()
         _check_config("session_config", session_config, DoomLoopConfig)
         if tool_config is None:
             tool_config = LoopDetectionConfig()
