@@ -501,6 +501,26 @@ impl ResponseDraft {
     }
 }
 
+/// What the argument rules and the descriptions keep of the newest action (allocated with the
+/// first action when a rule compares arguments or descriptions name actions).
+#[derive(Clone, Copy, Debug, Default)]
+struct ArgumentState {
+    /// Sketch of its arguments.
+    sketch: Sketch,
+    /// Its first string argument.
+    preview: Preview,
+}
+
+/// What the repeated-response rule keeps (allocated with the first response).
+#[derive(Clone, Copy, Debug)]
+struct ResponseState {
+    /// The response being recorded (`output_open`), or the last one.
+    draft: ResponseDraft,
+    last: Option<LastResponse>,
+    /// Trailing complete responses each alike to the one before.
+    run: u64,
+}
+
 /// The newest complete response, as the next one is compared with it.
 #[derive(Clone, Copy, Debug)]
 struct LastResponse {
@@ -556,19 +576,14 @@ pub struct Session {
     output_open: bool,
     /// The last action types by name, for events.
     recent_types: RecentNames,
-    /// Sketch of the newest action's arguments (kept when a rule compares arguments).
-    last_arguments: Sketch,
     /// Trailing actions each alike to the one before (same type, arguments similar).
     alike_run: u64,
     /// Trailing failed actions each alike to the one before and failing with its result.
     alike_failure_run: u64,
-    /// The newest action's first string argument (kept when descriptions name actions).
-    action_preview: Preview,
-    /// The response being recorded (`output_open`) or the last one.
-    response: ResponseDraft,
-    last_response: Option<LastResponse>,
-    /// Trailing complete responses each alike to the one before.
-    response_run: u64,
+    /// The newest action's argument sketch and first string argument.
+    arguments: Option<Box<ArgumentState>>,
+    /// The responses' sketches and the repeated-response run.
+    responses: Option<Box<ResponseState>>,
 }
 
 impl Session {
@@ -599,13 +614,10 @@ impl Session {
             output: Chant::new(config.chant_config()),
             output_open: false,
             recent_types: RecentNames::new(RECENT_TYPES),
-            last_arguments: Sketch::default(),
             alike_run: 0,
             alike_failure_run: 0,
-            action_preview: Preview::default(),
-            response: ResponseDraft::new(),
-            last_response: None,
-            response_run: 0,
+            arguments: None,
+            responses: None,
             config,
         }
     }
@@ -662,25 +674,27 @@ impl Session {
         // The same identity is the same canonical arguments: alike without comparing, and
         // nothing new to keep of them.
         let repeated = previous.is_some_and(|p| p.identity == identity);
-        if self.config.compares_arguments() {
-            let alike = repeated
-                || previous.is_some_and(|p| {
-                    p.kind == kind
-                        && self.last_arguments.similarity(action.arguments) >= self.config.similarity_threshold
-                });
-            self.alike_run = extend(self.alike_run, alike);
-            let same_failure = alike && previous.is_some_and(|p| p.failed && p.result == result);
-            self.alike_failure_run = match (failed, same_failure) {
-                (false, _) => 0,
-                (true, true) => self.alike_failure_run.saturating_add(1),
-                (true, false) => 1,
-            };
-            if !repeated {
-                self.last_arguments.assign(action.arguments);
+        if self.config.names_actions() {
+            let kept = self.arguments.get_or_insert_with(Box::default);
+            if self.config.compares_arguments() {
+                let alike = repeated
+                    || previous.is_some_and(|p| {
+                        p.kind == kind && kept.sketch.similarity(action.arguments) >= self.config.similarity_threshold
+                    });
+                self.alike_run = extend(self.alike_run, alike);
+                let same_failure = alike && previous.is_some_and(|p| p.failed && p.result == result);
+                self.alike_failure_run = match (failed, same_failure) {
+                    (false, _) => 0,
+                    (true, true) => self.alike_failure_run.saturating_add(1),
+                    (true, false) => 1,
+                };
+                if !repeated {
+                    kept.sketch.assign(action.arguments);
+                }
             }
-        }
-        if self.config.names_actions() && !repeated {
-            self.action_preview.set(action.preview);
+            if !repeated {
+                kept.preview.set(action.preview);
+            }
         }
         for period in 2..self.period_runs.len() {
             let repeats = self
@@ -705,13 +719,20 @@ impl Session {
     /// Record one piece of the response being streamed; windows span pieces of one
     /// response. The first piece after `end_response` starts a new response.
     pub fn record_output_chunk(&mut self, text: TextInput<'_>) {
+        let responses = self.responses.get_or_insert_with(|| {
+            Box::new(ResponseState {
+                draft: ResponseDraft::new(),
+                last: None,
+                run: 0,
+            })
+        });
         if !self.output_open {
             self.output.reset();
             self.output_open = true;
-            self.response = ResponseDraft::new();
+            responses.draft = ResponseDraft::new();
         }
         self.output.feed_text(text);
-        let draft = &mut self.response;
+        let draft = &mut responses.draft;
         match text {
             TextInput::Ascii(bytes) => draft.features.feed(bytes, &mut draft.sketch),
             TextInput::Utf8(text) => draft.features.feed(text.as_bytes(), &mut draft.sketch),
@@ -727,10 +748,13 @@ impl Session {
             return;
         }
         self.output_open = false;
-        let draft = &mut self.response;
+        let Some(responses) = self.responses.as_deref_mut() else {
+            return;
+        };
+        let draft = &mut responses.draft;
         draft.features.finish(&mut draft.sketch);
         let (sketch, total) = (draft.sketch, self.stats.total_actions);
-        let alike = self.last_response.is_some_and(|last| {
+        let alike = responses.last.is_some_and(|last| {
             if sketch.is_empty() || last.sketch.is_empty() {
                 // No words: alike only to another such response with no action between (an
                 // empty message that carried a tool call is no answer).
@@ -739,8 +763,8 @@ impl Session {
                 last.sketch.similarity(&sketch) >= self.config.similarity_threshold
             }
         });
-        self.response_run = if alike { self.response_run.saturating_add(1) } else { 1 };
-        self.last_response = Some(LastResponse {
+        responses.run = if alike { responses.run.saturating_add(1) } else { 1 };
+        responses.last = Some(LastResponse {
             sketch,
             preview: draft.preview,
             actions_at: total,
@@ -835,7 +859,11 @@ impl Session {
         if self.output.event().is_some() {
             return Some(Finding::RepeatedOutput);
         }
-        if self.response_run >= c.max_repeated_responses {
+        if self
+            .responses
+            .as_ref()
+            .is_some_and(|r| r.run >= c.max_repeated_responses)
+        {
             return Some(Finding::RepeatedResponse);
         }
         None
@@ -884,7 +912,7 @@ impl Session {
                 }
                 None => sentence,
             },
-            Finding::RepeatedResponse => match self.last_response {
+            Finding::RepeatedResponse => match self.responses.as_ref().and_then(|r| r.last) {
                 Some(last) if last.sketch.is_empty() => format!(
                     "Empty response repeated {} times in a row with no action between",
                     c.max_repeated_responses
@@ -897,7 +925,10 @@ impl Session {
 
     /// The newest action: its type and first string argument.
     fn action_subject(&self) -> String {
-        let preview = self.action_preview.shown();
+        let preview = self
+            .arguments
+            .as_ref()
+            .map_or_else(String::new, |kept| kept.preview.shown());
         if preview.is_empty() {
             self.newest_type()
         } else {
@@ -1164,12 +1195,15 @@ impl Session {
                 w.str(name);
             }
             // doomloop's argument and response rules (the response draft is not saved: it
-            // starts afresh with the next response).
-            write_sketch(w, &self.last_arguments);
+            // starts afresh with the next response). State not allocated yet is saved as
+            // empty: the same bytes either way.
+            let kept = self.arguments.as_deref().copied().unwrap_or_default();
+            write_sketch(w, &kept.sketch);
             w.u64(self.alike_run);
             w.u64(self.alike_failure_run);
-            write_preview(w, &self.action_preview);
-            match &self.last_response {
+            write_preview(w, &kept.preview);
+            let responses = self.responses.as_deref();
+            match responses.and_then(|r| r.last.as_ref()) {
                 Some(last) => {
                     w.u8(1);
                     write_sketch(w, &last.sketch);
@@ -1178,7 +1212,7 @@ impl Session {
                 }
                 None => w.u8(0),
             }
-            w.u64(self.response_run);
+            w.u64(responses.map_or(0, |r| r.run));
         }))
     }
 
@@ -1309,11 +1343,17 @@ impl Session {
             let name = r.str("a recent action type", MAX_SNAPSHOT_NAME)?;
             s.recent_types.push(digest, name);
         }
-        s.last_arguments = read_sketch(&mut r)?;
+        let kept = ArgumentState {
+            sketch: read_sketch(&mut r)?,
+            preview: Preview::default(),
+        };
         s.alike_run = r.u64("the alike runs")?;
         s.alike_failure_run = r.u64("the alike runs")?;
-        s.action_preview = read_preview(&mut r)?;
-        s.last_response = match r.u8("the last response")? {
+        let kept = ArgumentState {
+            preview: read_preview(&mut r)?,
+            ..kept
+        };
+        let last = match r.u8("the last response")? {
             0 => None,
             1 => Some(LastResponse {
                 sketch: read_sketch(&mut r)?,
@@ -1322,7 +1362,19 @@ impl Session {
             }),
             other => return Err(invalid(format!("the last response has presence byte {other}"))),
         };
-        s.response_run = r.u64("the response run")?;
+        let run = r.u64("the response run")?;
+        // Allocated as the rules would have: the arguments' state where descriptions name
+        // actions, the responses' once one was recorded.
+        if s.config.names_actions() {
+            s.arguments = Some(Box::new(kept));
+        }
+        if last.is_some() || run > 0 {
+            s.responses = Some(Box::new(ResponseState {
+                draft: ResponseDraft::new(),
+                last,
+                run,
+            }));
+        }
         r.finish()?;
         Ok((s, settings))
     }
