@@ -923,7 +923,7 @@ impl Session {
         }
     }
 
-    /// The newest action: its type and first string argument.
+    /// The newest action: its type, and its first string argument in parentheses.
     fn action_subject(&self) -> String {
         let preview = self
             .arguments
@@ -932,7 +932,7 @@ impl Session {
         if preview.is_empty() {
             self.newest_type()
         } else {
-            format!("{} {preview}", self.newest_type())
+            format!("{}({preview})", self.newest_type())
         }
     }
 
@@ -1638,6 +1638,242 @@ mod tests {
         assert!(s.output.heap_bytes() > 0);
         s.start(T);
         assert_eq!(s.output.heap_bytes(), 0);
+    }
+
+    /// The recommended profile's rules (thresholds as the defaults).
+    fn by_arguments() -> SessionConfig {
+        SessionConfig {
+            similar_by_arguments: true,
+            failures_by_arguments: true,
+            no_progress_by_arguments: true,
+            max_repeated_responses: 3,
+            detailed_descriptions: true,
+            ..SessionConfig::default()
+        }
+    }
+
+    /// One `bash` action given its command line: identity from the text, kind 1.
+    fn command(s: &mut Session, line: &str, result: u64, success: bool) {
+        let sketch = crate::fingerprint::sketch_text(0xc0de, line.as_bytes());
+        s.note_action_type(1, "bash");
+        s.record_action(&Action {
+            identity: crate::fingerprint::hash_str(line.as_bytes()),
+            kind: 1,
+            result,
+            success,
+            duration: 0.0,
+            arguments: &sketch,
+            preview: line,
+        });
+    }
+
+    #[test]
+    fn similar_arguments_need_the_same_result() {
+        let spellings = [
+            "grep -rn 'parse_header' src",
+            "grep -nr \"parse_header\" src/",
+            "grep -r -n parse_header src",
+            "grep  -n -r parse_header src/",
+            "GREP -rn parse_header src",
+        ];
+        let mut s = session(by_arguments());
+        for line in &spellings[..4] {
+            command(&mut s, line, 7, true);
+        }
+        assert_eq!(s.finding(T), None);
+        command(&mut s, spellings[4], 7, true);
+        assert_eq!(s.finding(T), Some(Finding::SimilarArguments));
+        assert_eq!(
+            s.describe(Finding::SimilarArguments),
+            "Similar actions repeated 5 times with the same result: bash(GREP -rn parse_header src)"
+        );
+        // The same spellings with changing results are exploration.
+        let mut changing = session(by_arguments());
+        for (i, line) in spellings.iter().enumerate() {
+            command(&mut changing, line, i as u64, true);
+        }
+        assert_eq!(changing.finding(T), None);
+        // Different searches with the same result are not alike either.
+        let mut different = session(by_arguments());
+        for word in ["parse_header", "load_config", "resolve_path", "Normalizer", "timedelta"] {
+            command(&mut different, &format!("grep -rn {word} src"), 7, true);
+        }
+        assert_eq!(different.finding(T), None);
+    }
+
+    #[test]
+    fn a_retry_storm_is_alike_failures_with_the_same_result() {
+        let mut s = session(by_arguments());
+        for case in 17..19 {
+            command(&mut s, &format!("python reproduce.py --case {case}"), 9, false);
+        }
+        assert_eq!(s.finding(T), None);
+        command(&mut s, "python reproduce.py --case 19", 9, false);
+        assert_eq!(s.finding(T), Some(Finding::RetryStorm));
+        assert_eq!(Finding::RetryStorm.loop_type(), LoopType::RepeatedFailure);
+        // Three searches that find nothing (a failing exit status, one empty result).
+        let mut searches = session(by_arguments());
+        for pattern in ["class Parser", "def load_all", "import yaml"] {
+            command(&mut searches, &format!("grep -n '{pattern}' src/core.py"), 3, false);
+        }
+        assert_eq!(searches.finding(T), None);
+        // Alike failing commands with a different error each time are not a storm.
+        let mut errors = session(by_arguments());
+        for case in 0..3 {
+            command(
+                &mut errors,
+                &format!("python reproduce.py --case {case}"),
+                100 + case,
+                false,
+            );
+        }
+        assert_eq!(errors.finding(T), None);
+        // A success in between ends the storm.
+        let mut broken = session(by_arguments());
+        command(&mut broken, "make test", 9, false);
+        command(&mut broken, "make test", 9, false);
+        command(&mut broken, "make tests", 9, true);
+        command(&mut broken, "make test", 9, false);
+        assert_eq!(broken.alike_failure_run, 1);
+    }
+
+    #[test]
+    fn no_progress_by_arguments_needs_alike_actions() {
+        let config = SessionConfig {
+            similar_by_arguments: false,
+            no_progress_by_arguments: true,
+            max_similar_actions: u64::MAX,
+            ..SessionConfig::default()
+        };
+        // Different edits that each print nothing.
+        let mut edits = session(config.clone());
+        for line in [
+            "sed -i 's/a/b/' x.py",
+            "cp x.py y.py",
+            "echo 1 >> z.py",
+            "mv y.py w.py",
+            "touch v.py",
+        ] {
+            command(&mut edits, line, 0, true);
+        }
+        assert_eq!(edits.finding(T), None);
+        let mut polls = session(config);
+        for attempt in 1..=5 {
+            command(
+                &mut polls,
+                &format!("curl -s localhost:8000/status?try={attempt}"),
+                4,
+                true,
+            );
+        }
+        assert_eq!(polls.finding(T), Some(Finding::AlikeNoProgress));
+        polls.mark_progress();
+        assert_eq!(polls.finding(T), None);
+    }
+
+    #[test]
+    fn upstream_rules_are_replaced_only_where_switched() {
+        let mut s = session(SessionConfig::default());
+        for word in ["a", "b", "c", "d", "e"] {
+            command(&mut s, &format!("grep {word} src"), 1, true);
+        }
+        assert_eq!(s.finding(T), Some(Finding::SimilarAction));
+        // Upstream's wording, unless descriptions are detailed.
+        assert_eq!(s.describe(Finding::SimilarAction), "Same action type repeated 5 times");
+        assert!(
+            s.arguments.is_none(),
+            "nothing of the arguments is kept when no rule reads it"
+        );
+        let mut detailed = session(SessionConfig {
+            detailed_descriptions: true,
+            ..SessionConfig::default()
+        });
+        for _ in 0..3 {
+            command(&mut detailed, "ls   -la\n  src", 1, true);
+        }
+        assert_eq!(
+            detailed.describe(Finding::IdenticalAction),
+            "Same action repeated 3 times: bash(ls -la src)"
+        );
+    }
+
+    #[test]
+    fn alike_responses_in_a_row_are_repeated_output() {
+        let answer = "I checked the parser: it drops the trailing newline before splitting the header.";
+        let mut s = session(SessionConfig::default());
+        for _ in 0..7 {
+            s.record_response(chars(answer));
+        }
+        assert_eq!(s.finding(T), None);
+        s.record_response(chars(answer));
+        assert_eq!(s.finding(T), Some(Finding::RepeatedResponse));
+        assert_eq!(
+            s.describe(Finding::RepeatedResponse),
+            "Same response repeated 8 times in a row: \"I checked the parser: it drops the trailing newline before s…\""
+        );
+        // Case, spacing and the final full stop do not matter; another answer ends the run.
+        let mut nudged = session(by_arguments());
+        nudged.record_response(chars(answer));
+        nudged.record_response(chars(&format!("{answer} ")));
+        nudged.record_response(chars(&answer.to_lowercase().replace('.', "")));
+        assert_eq!(nudged.finding(T), Some(Finding::RepeatedResponse));
+        nudged.record_response(chars("Now let me run the test again:"));
+        assert_eq!(nudged.finding(T), None);
+    }
+
+    #[test]
+    fn empty_responses_repeat_only_with_no_action_between() {
+        let mut carrying = session(by_arguments());
+        for i in 0..10 {
+            carrying.record_response(chars(""));
+            command(&mut carrying, &format!("cat file{i}.py"), i, true);
+        }
+        assert_eq!(carrying.finding(T), None);
+        let mut blank = session(by_arguments());
+        for text in ["", " \n", "\t.", "  "] {
+            blank.record_response(chars(text));
+        }
+        assert_eq!(blank.finding(T), Some(Finding::RepeatedResponse));
+        assert_eq!(
+            blank.describe(Finding::RepeatedResponse),
+            "Empty response repeated 3 times in a row with no action between"
+        );
+    }
+
+    #[test]
+    fn a_streamed_response_is_compared_when_it_ends() {
+        let mut s = session(by_arguments());
+        let answer = "The fix is in parse_header; the tests pass now.";
+        for _ in 0..2 {
+            s.record_response(chars(answer));
+        }
+        for piece in answer.as_bytes().chunks(5) {
+            s.record_output_chunk(TextInput::Ascii(piece));
+        }
+        assert_eq!(s.finding(T), None, "not before it ends");
+        s.end_response();
+        assert_eq!(s.finding(T), Some(Finding::RepeatedResponse));
+        s.end_response();
+        assert_eq!(
+            s.responses.as_ref().map(|r| r.run),
+            Some(3),
+            "a second end is no response"
+        );
+        s.start(T);
+        assert_eq!(s.finding(T), None);
+        assert!(s.responses.is_none());
+    }
+
+    #[test]
+    fn previews_keep_whole_characters_and_show_one_space_per_run() {
+        let mut preview = Preview::new(&"é".repeat(40));
+        assert_eq!(preview.shown(), format!("{}…", "é".repeat(30)));
+        preview.set("  a \n\t b  ");
+        assert_eq!(preview.shown(), "a b");
+        let mut pieces = Preview::default();
+        pieces.push_input(TextInput::Ascii(b"Let me "));
+        pieces.push_input(TextInput::CodePoints(&[0x63, 0x68, 0xd800, 0x6b]));
+        assert_eq!(pieces.shown(), "Let me ch\u{fffd}k");
     }
 
     #[test]
