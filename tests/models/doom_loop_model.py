@@ -1,28 +1,135 @@
-"""A pure-Python model of the session detector's checks, straight from doom_loop.md.
+"""A pure-Python model of the session detector's checks, straight from doom_loop.md and the
+rules of docs/session.md.
 
-It keeps every action in a plain list and re-scans it each time: obviously correct and slow,
-the opposite of the engine, which keeps running counters over a bounded ring buffer.
+It keeps every action and response in a plain list and re-scans them each time: obviously
+correct and slow, the opposite of the engine, which keeps running counters over a bounded ring
+buffer and fixed-size sketches of the newest action and response only. Similarity is computed
+from the feature sets as docs/session.md defines them (with ``canonical_model`` for the
+digests of keys and leaves), not from the engine's sketches.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Optional
 
+from canonical_model import SEED, model as digest
 from doomloop import DoomLoopConfig
+
+MASK = (1 << 64) - 1
+SKETCH_SIZE = 32
+SKETCH_ROOT = SEED
+NUMBER_FEATURE = 0x4E554D424552  # "NUMBER"
+SKETCH_DEPTH = 8
+
+
+def fmix64(x: int) -> int:
+    x ^= x >> 33
+    x = (x * 0xFF51AFD7ED558CCD) & MASK
+    x ^= x >> 33
+    x = (x * 0xC4CEB9FE1A85EC53) & MASK
+    return x ^ (x >> 33)
+
+
+def feature(context: int, value: int) -> int:
+    return fmix64((context ^ value) & MASK)
+
+
+def _fold(byte: int) -> int:
+    # 0 separates words; digits read as "0"; ASCII letters lowercased.
+    if 48 <= byte <= 57:
+        return 48
+    if 65 <= byte <= 90:
+        return byte + 32
+    if 97 <= byte <= 122 or byte == 95 or byte >= 128:
+        return byte
+    return 0
+
+
+def words(text: str) -> list[bytes]:
+    """The words of a text: runs of word bytes of its UTF-8, folded, each digit run one ``0``."""
+    found: list[bytes] = []
+    word = bytearray()
+    for byte in text.encode("utf-8", "surrogatepass") + b" ":
+        folded = _fold(byte)
+        if folded == 0:
+            if word:
+                found.append(bytes(word))
+            word = bytearray()
+        elif not (folded == 48 and word[-1:] == b"0"):
+            word.append(folded)
+    return found
+
+
+def text_features(text: str, context: int) -> set[int]:
+    """Each 3-byte window of a word of three bytes or more, each byte of a shorter one."""
+    found: set[int] = set()
+    for word in words(text):
+        if len(word) >= 3:
+            found.update(feature(context, (word[i] << 16) | (word[i + 1] << 8) | word[i + 2]) for i in range(len(word) - 2))
+        else:
+            found.update(feature(context, byte) for byte in word)
+    return found
+
+
+def argument_features(value: object, context: int = SKETCH_ROOT, depth: int = 0) -> set[int]:
+    """A str: its text features; a number (not a bool): one feature whatever its value; a dict,
+    list or tuple: its items' (a dict's under the digest of their key, down to
+    ``SKETCH_DEPTH``); anything else: its digest."""
+    if isinstance(value, str):
+        return text_features(value, context)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return {feature(context, NUMBER_FEATURE)}
+    if isinstance(value, (dict, list, tuple)) and depth < SKETCH_DEPTH:
+        found: set[int] = set()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                found |= argument_features(item, digest(key), depth + 1)
+        else:
+            for item in value:
+                found |= argument_features(item, context, depth + 1)
+        return found
+    return {feature(context, digest(value))}
+
+
+def similarity(a: set[int], b: set[int]) -> float:
+    """Jaccard similarity, exact when both sets have at most SKETCH_SIZE features, else the
+    share of the SKETCH_SIZE smallest hashes of both sketches that both sketches hold."""
+    if not a and not b:
+        return 1.0
+    if len(a) <= SKETCH_SIZE and len(b) <= SKETCH_SIZE:
+        return len(a & b) / len(a | b)
+    kept_a, kept_b = set(sorted(a)[:SKETCH_SIZE]), set(sorted(b)[:SKETCH_SIZE])
+    union = sorted(kept_a | kept_b)[:SKETCH_SIZE]
+    return sum(1 for h in union if h in kept_a and h in kept_b) / len(union)
+
+
+@dataclass
+class Action:
+    identity: object
+    kind: str
+    result: object
+    failed: bool
+    features: set[int]
 
 
 @dataclass
 class ModelDetector:
     config: DoomLoopConfig
-    actions: list[tuple[object, object, object, bool]] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
     markers_at: list[int] = field(default_factory=list)  # actions recorded when each marker came
     plan_visits: list[tuple[object, int]] = field(default_factory=list)  # (state, markers so far)
+    responses: list[tuple[set[int], int]] = field(default_factory=list)  # (features, actions so far)
     started_at: Optional[float] = None
 
     def record_action(self, kind: str, args: object, result: object, success: bool, duration: float) -> None:
         failed = not success or duration > self.config.max_time_per_action
-        self.actions.append(((kind, repr(args)), kind, repr(result), failed))
+        arguments = {} if args is None else args
+        self.actions.append(Action((kind, repr(arguments)), kind, repr(result), failed, argument_features(arguments)))
+
+    def record_response(self, text: str) -> None:
+        self.responses.append((text_features(text, SKETCH_ROOT), len(self.actions)))
 
     def mark_progress(self) -> None:
         self.markers_at.append(len(self.actions))
@@ -33,31 +140,66 @@ class ModelDetector:
     def _marker_since(self, boundary: int) -> bool:
         return any(at >= boundary for at in self.markers_at)
 
+    def _alike(self, a: Action, b: Action) -> bool:
+        return a.kind == b.kind and similarity(a.features, b.features) >= self.config.similarity_threshold
+
+    def _alike_run(self, window: list[Action]) -> bool:
+        """Each action of the window alike to the one before, all with one result."""
+        return all(self._alike(x, y) for x, y in pairwise(window)) and len({x.result for x in window}) == 1
+
     def finding(self, now: float) -> Optional[str]:
+        """The rule that fires (its ``metadata["rule"]`` name), in the documented precedence."""
         c, a, n = self.config, self.actions, len(self.actions)
 
-        def last(k: int) -> list[tuple[object, object, object, bool]]:
+        def last(k: int) -> list[Action]:
             return a[n - k :] if n >= k else []
 
         if n >= 2:
             window = last(c.max_identical_actions)
-            if window and len({x[0] for x in window}) == 1:
-                return "identical"
+            if window and len({x.identity for x in window}) == 1:
+                return "identical_actions"
             window = last(c.max_similar_actions)
-            if window and len({x[1] for x in window}) == 1:
-                return "similar"
+            if c.similar_by_arguments:
+                if window and self._alike_run(window):
+                    return "similar_actions"
+            elif window and len({x.kind for x in window}) == 1:
+                return "same_action_type"
             window = last(c.max_consecutive_failures)
-            if window and all(x[3] for x in window):
-                return "repeated_failure"
+            if c.failures_by_arguments:
+                if window and all(x.failed for x in window) and self._alike_run(window):
+                    return "retry_storm"
+            elif window and all(x.failed for x in window):
+                return "consecutive_failures"
             k = c.max_no_progress_steps
             window = last(k)
-            if window and len({x[2] for x in window}) == 1 and not self._marker_since(n - k):
-                return "no_progress"
+            if window and not self._marker_since(n - k):
+                if c.no_progress_by_arguments:
+                    if self._alike_run(window):
+                        return "alike_no_progress"
+                elif len({x.result for x in window}) == 1:
+                    return "no_progress"
             if c.detect_cycles and (self._action_cycle() or self._plan_cycle()):
                 return "circular_plan"
         if self.started_at is not None and now - self.started_at > c.max_total_time:
-            return "resource_exhaustion"
+            return "time_limit"
+        if self._repeated_responses():
+            return "repeated_response"
         return None
+
+    def _repeated_responses(self) -> bool:
+        k = self.config.max_repeated_responses
+        window = self.responses[-k:]
+        if len(window) < k:
+            return False
+        for (before, actions_before), (after, actions_after) in pairwise(window):
+            if not before or not after:
+                # No words: alike only to another such response with no action between.
+                alike = not before and not after and actions_before == actions_after
+            else:
+                alike = similarity(before, after) >= self.config.similarity_threshold
+            if not alike:
+                return False
+        return True
 
     def _action_cycle(self) -> bool:
         a, n, r = self.actions, len(self.actions), self.config.min_cycle_repeats
@@ -65,8 +207,8 @@ class ModelDetector:
             span = p * r
             if n < span or self._marker_since(n - span):
                 continue
-            repeats = all(a[i][0] == a[i - p][0] and a[i][2] == a[i - p][2] for i in range(n - span + p, n))
-            if repeats and len({x[0] for x in a[n - p :]}) >= 2:
+            repeats = all(a[i].identity == a[i - p].identity and a[i].result == a[i - p].result for i in range(n - span + p, n))
+            if repeats and len({x.identity for x in a[n - p :]}) >= 2:
                 return True
         return False
 
