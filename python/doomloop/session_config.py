@@ -20,7 +20,8 @@ _RECOMMENDED: Dict[str, Any] = {
     "similar_by_arguments": True,
     "failures_by_arguments": True,
     "no_progress_by_arguments": True,
-    "max_repeated_responses": 3,
+    "max_consecutive_failures": 4,
+    "max_repeated_responses": 4,
     "detailed_descriptions": True,
     "content_chunk_size": 32,
     "max_repeated_chunks": 6,
@@ -131,8 +132,8 @@ class DoomLoopConfig(Settings):
     @classmethod
     def recommended(cls, **overrides: Any) -> DoomLoopConfig:
         """The profile tuned on real coding-agent runs, with ``overrides`` (any fields)
-        applied: doomloop's rules on (actions grouped by their arguments and results, alike
-        responses three times in a row, descriptions naming what repeated) and a chant window
-        of 32 characters repeated 6 times. Its measured false positives and recall, beside
-        ``DoomLoopConfig()``'s, are in docs/quality.md."""
+        applied: doomloop's rules on (actions grouped by their arguments and results, a retry
+        storm at four alike failures, alike responses four times in a row, descriptions naming
+        what repeated) and a chant window of 32 characters repeated 6 times. Its measured
+        false positives and recall, beside ``DoomLoopConfig()``'s, are in docs/quality.md."""
         return cls(**_RECOMMENDED).replace(**overrides)

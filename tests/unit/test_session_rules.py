@@ -62,14 +62,14 @@ def rules_found(config: DoomLoopConfig, script: List[Step]) -> set[str]:
 # --- the two profiles -------------------------------------------------------------------------
 
 
-def test_recommended_is_a_config_with_doomlooops_rules_on() -> None:
+def test_recommended_is_a_config_with_doomloops_rules_on() -> None:
     assert isinstance(RECOMMENDED, DoomLoopConfig)
     assert RECOMMENDED.similar_by_arguments and RECOMMENDED.failures_by_arguments
     assert RECOMMENDED.no_progress_by_arguments and RECOMMENDED.detailed_descriptions
-    assert RECOMMENDED.max_repeated_responses == 3
+    assert (RECOMMENDED.max_consecutive_failures, RECOMMENDED.max_repeated_responses) == (4, 4)
     assert (RECOMMENDED.content_chunk_size, RECOMMENDED.max_repeated_chunks) == (32, 6)
-    # Upstream's thresholds are kept.
-    for name in ("max_identical_actions", "max_similar_actions", "max_consecutive_failures", "similarity_threshold"):
+    # Upstream's other thresholds are kept.
+    for name in ("max_identical_actions", "max_similar_actions", "max_no_progress_steps", "similarity_threshold"):
         assert getattr(RECOMMENDED, name) == getattr(PARITY, name)
     assert DoomLoopConfig.recommended() == RECOMMENDED
 
@@ -249,10 +249,10 @@ def test_a_retry_storm_is_caught_and_named() -> None:
     found = first_finding(RECOMMENDED, script)
     assert found is not None
     index, event = found
-    assert index == 2 and event.loop_type is DoomLoopType.REPEATED_FAILURE
+    assert index == 3 and event.loop_type is DoomLoopType.REPEATED_FAILURE
     assert event.metadata["rule"] == "retry_storm"
     assert event.description == (
-        "Alike actions failed 3 times in a row with the same result: bash(python reproduce_issue.py --case 19)"
+        "Alike actions failed 4 times in a row with the same result: bash(python reproduce_issue.py --case 20)"
     )
 
 
@@ -286,7 +286,7 @@ def test_similar_actions_read_numbers_and_nested_arguments() -> None:
 def test_a_streamed_response_counts_once_it_ends() -> None:
     detector = DoomLoopDetector(RECOMMENDED)
     answer = "The fix is in parse_header; the tests pass now."
-    for _ in range(2):
+    for _ in range(RECOMMENDED.max_repeated_responses - 1):
         detector.record_response(answer)
     for i in range(0, len(answer), 4):
         detector.record_output_chunk(answer[i : i + 4])
