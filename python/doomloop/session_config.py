@@ -21,7 +21,7 @@ _RECOMMENDED: Dict[str, Any] = {
     "failures_by_arguments": True,
     "no_progress_by_arguments": True,
     "max_consecutive_failures": 4,
-    "max_repeated_responses": 4,
+    "max_repeated_responses": 3,
     "detailed_descriptions": True,
     "content_chunk_size": 32,
     "max_repeated_chunks": 6,
@@ -133,7 +133,7 @@ class DoomLoopConfig(Settings):
     def recommended(cls, **overrides: Any) -> DoomLoopConfig:
         """The profile tuned on real coding-agent runs, with ``overrides`` (any fields)
         applied: doomloop's rules on (actions grouped by their arguments and results, a retry
-        storm at four alike failures, alike responses four times in a row, descriptions naming
+        storm at four alike failures, alike responses three times in a row, descriptions naming
         what repeated) and a chant window of 32 characters repeated 6 times. Its measured
         false positives and recall, beside ``DoomLoopConfig()``'s, are in docs/quality.md."""
         return cls(**_RECOMMENDED).replace(**overrides)

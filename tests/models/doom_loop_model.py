@@ -62,12 +62,20 @@ def words(text: str) -> list[bytes]:
     return found
 
 
+def fnv1a(data: bytes) -> int:
+    h = 0xCBF29CE484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001B3) & MASK
+    return h
+
+
 def text_features(text: str, context: int) -> set[int]:
-    """Each 3-byte window of a word of three bytes or more, each byte of a shorter one."""
+    """A word of three bytes or more is one feature (the FNV-1a hash of its folded bytes), a
+    shorter one gives each of its bytes."""
     found: set[int] = set()
     for word in words(text):
         if len(word) >= 3:
-            found.update(feature(context, (word[i] << 16) | (word[i + 1] << 8) | word[i + 2]) for i in range(len(word) - 2))
+            found.add(feature(context, fnv1a(word)))
         else:
             found.update(feature(context, byte) for byte in word)
     return found

@@ -66,7 +66,7 @@ def test_recommended_is_a_config_with_doomloops_rules_on() -> None:
     assert isinstance(RECOMMENDED, DoomLoopConfig)
     assert RECOMMENDED.similar_by_arguments and RECOMMENDED.failures_by_arguments
     assert RECOMMENDED.no_progress_by_arguments and RECOMMENDED.detailed_descriptions
-    assert (RECOMMENDED.max_consecutive_failures, RECOMMENDED.max_repeated_responses) == (4, 4)
+    assert (RECOMMENDED.max_consecutive_failures, RECOMMENDED.max_repeated_responses) == (4, 3)
     assert (RECOMMENDED.content_chunk_size, RECOMMENDED.max_repeated_chunks) == (32, 6)
     # Upstream's other thresholds are kept.
     for name in ("max_identical_actions", "max_similar_actions", "max_no_progress_steps", "similarity_threshold"):

@@ -361,6 +361,9 @@ pub const fn feature_hash(context: u64, value: u64) -> u64 {
 #[derive(Clone, Copy, Debug)]
 pub struct Sketch {
     hashes: [u64; SKETCH_SIZE],
+    /// The largest kept hash once `SKETCH_SIZE` are kept (`u64::MAX` before): anything above
+    /// it is left out with one comparison.
+    ceiling: u64,
     len: u8,
     /// No distinct feature was left out (at most `SKETCH_SIZE` were fed).
     complete: bool,
@@ -384,6 +387,7 @@ impl Sketch {
     /// The sketch of no features.
     pub const EMPTY: Sketch = Sketch {
         hashes: [0; SKETCH_SIZE],
+        ceiling: u64::MAX,
         len: 0,
         complete: true,
     };
@@ -401,6 +405,7 @@ impl Sketch {
         for (to, &from) in self.hashes[..len].iter_mut().zip(&other.hashes[..len]) {
             *to = from;
         }
+        self.ceiling = other.ceiling;
         self.len = other.len;
         self.complete = other.complete;
     }
@@ -415,6 +420,9 @@ impl Sketch {
         sketch.hashes[..hashes.len()].copy_from_slice(hashes);
         sketch.len = u8::try_from(hashes.len()).ok()?;
         sketch.complete = complete;
+        if hashes.len() == SKETCH_SIZE {
+            sketch.ceiling = hashes[SKETCH_SIZE - 1];
+        }
         Some(sketch)
     }
 
@@ -428,26 +436,32 @@ impl Sketch {
     }
 
     /// Add one feature hash (a no-op for one already kept).
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, hash: u64) {
+        if hash >= self.ceiling && usize::from(self.len) >= SKETCH_SIZE {
+            // Not below every kept hash: left out (unless it is the largest itself).
+            self.complete &= hash == self.ceiling;
+            return;
+        }
+        self.insert_below(hash);
+    }
+
+    /// [`Sketch::insert`] of a hash that may belong among the kept ones.
+    #[inline]
+    fn insert_below(&mut self, hash: u64) {
         let len = usize::from(self.len).min(SKETCH_SIZE);
-        let kept = &mut self.hashes[..len];
-        if let Some(&largest) = kept.last() {
-            if hash == largest {
-                return;
+        // Where it goes: the number of kept hashes below it, counted by a branch-free binary
+        // search over the 32 slots (a slot past `len` reads as above every hash).
+        let slot = |i: usize| if i < len { self.hashes[i] } else { u64::MAX };
+        let mut at = 0;
+        let mut step = SKETCH_SIZE / 2;
+        while step > 0 {
+            if slot(at + step - 1) < hash {
+                at += step;
             }
-            if len == SKETCH_SIZE && hash > largest {
-                // Larger than every kept hash: left out.
-                self.complete = false;
-                return;
-            }
+            step /= 2;
         }
-        // Insertion from the top: the kept hashes are few, and most new ones land high.
-        let mut at = len;
-        while at > 0 && kept[at - 1] > hash {
-            at -= 1;
-        }
-        if at > 0 && kept[at - 1] == hash {
+        if slot(at) == hash && at < len {
             return;
         }
         let end = if len == SKETCH_SIZE {
@@ -464,6 +478,9 @@ impl Sketch {
             i -= 1;
         }
         self.hashes[at] = hash;
+        if usize::from(self.len) == SKETCH_SIZE {
+            self.ceiling = self.hashes[SKETCH_SIZE - 1];
+        }
     }
 
     /// A feature of `value` under `context`.
@@ -505,19 +522,87 @@ impl Sketch {
     }
 }
 
+/// Where [`TextFeatures`] puts the features it reads.
+pub trait FeatureSink {
+    fn add(&mut self, context: u64, value: u64);
+}
+
+impl FeatureSink for Sketch {
+    #[inline(always)]
+    fn add(&mut self, context: u64, value: u64) {
+        Sketch::add(self, context, value);
+    }
+}
+
+/// Slots of [`SeenValues`].
+pub const SEEN_SLOTS: usize = 64;
+
+/// A direct-mapped cache of the feature values already fed under one context: feeding a hash
+/// again never changes a sketch, so a value found here is skipped before it is hashed. Prose
+/// repeats its words; this keeps its cost per word low.
+#[derive(Clone, Copy, Debug)]
+pub struct SeenValues {
+    values: [u64; SEEN_SLOTS],
+    /// Which slots hold a value.
+    used: u64,
+}
+
+impl SeenValues {
+    pub const EMPTY: SeenValues = SeenValues {
+        values: [0; SEEN_SLOTS],
+        used: 0,
+    };
+
+    /// Whether `value` is not in the cache (and put it there).
+    #[inline(always)]
+    fn first_time(&mut self, value: u64) -> bool {
+        let slot = (value.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize % SEEN_SLOTS;
+        let bit = 1u64 << slot;
+        if self.used & bit != 0 && self.values[slot] == value {
+            false
+        } else {
+            self.values[slot] = value;
+            self.used |= bit;
+            true
+        }
+    }
+}
+
+/// A sketch fed through a [`SeenValues`] cache.
+pub struct CachedSketch<'a> {
+    pub sketch: &'a mut Sketch,
+    pub seen: &'a mut SeenValues,
+}
+
+impl FeatureSink for CachedSketch<'_> {
+    #[inline(always)]
+    fn add(&mut self, context: u64, value: u64) {
+        if self.seen.first_time(value) {
+            self.sketch.add(context, value);
+        }
+    }
+}
+
+/// FNV-1a's 64-bit offset basis and prime: a word's feature value is its folded bytes hashed
+/// with them (and mixed again by [`feature_hash`]).
+pub const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+pub const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
 /// Feeds the features of a text to a [`Sketch`], piece by piece (a word may span pieces).
 ///
 /// The text is read as UTF-8 bytes. A *word* is a maximal run of ASCII letters, digits, `_`
 /// and non-ASCII bytes; ASCII letters are lowercased and every run of digits in a word reads
 /// as one `0`; everything else (spaces, punctuation, quotes) only separates words. A word of
-/// three or more bytes contributes each of its 3-byte windows (`b0 << 16 | b1 << 8 | b2`), a
-/// shorter one each of its bytes: so `grep -rn` and `grep -n -r` have the same features, and
+/// three or more bytes is one feature (the FNV-1a hash of its folded bytes), a shorter one
+/// gives each of its bytes: so `grep -rn` and `grep -n -r` have the same features, and
 /// `--case 17` and `--case 18` too.
 #[derive(Clone, Copy, Debug)]
 pub struct TextFeatures {
     context: u64,
-    /// The word's last three bytes (after folding), the newest lowest.
-    window: u32,
+    /// FNV-1a of the current word's folded bytes so far.
+    hash: u64,
+    /// The current word's first two bytes, the second lowest (for a word of one or two).
+    start: u32,
     /// Bytes of the current word so far (after folding), counted up to 3.
     word_len: u8,
     last_was_digit: bool,
@@ -527,7 +612,8 @@ impl TextFeatures {
     pub fn new(context: u64) -> Self {
         TextFeatures {
             context,
-            window: 0,
+            hash: FNV_OFFSET,
+            start: 0,
             word_len: 0,
             last_was_digit: false,
         }
@@ -535,8 +621,8 @@ impl TextFeatures {
 
     /// Feed UTF-8 bytes (or any bytes: each is read as above).
     #[inline]
-    pub fn feed(&mut self, bytes: &[u8], sketch: &mut Sketch) {
-        // The state in locals for the loop (the compiler cannot tell `sketch` from `self`).
+    pub fn feed<S: FeatureSink>(&mut self, bytes: &[u8], sketch: &mut S) {
+        // The state in locals for the loop: one short path per byte.
         let mut state = *self;
         for &byte in bytes {
             state.byte(byte, sketch);
@@ -545,7 +631,7 @@ impl TextFeatures {
     }
 
     /// Feed code points, read as their UTF-8 encoding (a lone surrogate encoded as such).
-    pub fn feed_code_points(&mut self, code_points: &[u32], sketch: &mut Sketch) {
+    pub fn feed_code_points<S: FeatureSink>(&mut self, code_points: &[u32], sketch: &mut S) {
         for &cp in code_points {
             if cp < 0x80 {
                 self.byte(cp as u8, sketch);
@@ -567,12 +653,12 @@ impl TextFeatures {
 
     /// The text is complete: its last word counts.
     #[inline]
-    pub fn finish(&mut self, sketch: &mut Sketch) {
+    pub fn finish<S: FeatureSink>(&mut self, sketch: &mut S) {
         self.end_word(sketch);
     }
 
     #[inline(always)]
-    fn byte(&mut self, byte: u8, sketch: &mut Sketch) {
+    fn byte<S: FeatureSink>(&mut self, byte: u8, sketch: &mut S) {
         let byte = FOLD[usize::from(byte)];
         if byte == SEPARATOR {
             if self.word_len != 0 {
@@ -585,28 +671,25 @@ impl TextFeatures {
             return;
         }
         self.last_was_digit = digit;
-        self.window = ((self.window << 8) | u32::from(byte)) & 0x00ff_ffff;
+        self.hash = (self.hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME);
         if self.word_len < 3 {
+            self.start = (self.start << 8) | u32::from(byte);
             self.word_len += 1;
-        }
-        if self.word_len == 3 {
-            sketch.add(self.context, u64::from(self.window));
         }
     }
 
     #[inline]
-    fn end_word(&mut self, sketch: &mut Sketch) {
+    fn end_word<S: FeatureSink>(&mut self, sketch: &mut S) {
         match self.word_len {
-            1 => sketch.add(self.context, u64::from(self.window & 0xff)),
+            0 => {}
+            1 => sketch.add(self.context, u64::from(self.start & 0xff)),
             2 => {
-                sketch.add(self.context, u64::from((self.window >> 8) & 0xff));
-                sketch.add(self.context, u64::from(self.window & 0xff));
+                sketch.add(self.context, u64::from((self.start >> 8) & 0xff));
+                sketch.add(self.context, u64::from(self.start & 0xff));
             }
-            _ => {}
+            _ => sketch.add(self.context, self.hash),
         }
-        self.window = 0;
-        self.word_len = 0;
-        self.last_was_digit = false;
+        *self = TextFeatures::new(self.context);
     }
 }
 
@@ -679,7 +762,7 @@ mod tests {
         assert_eq!(features("--case 17"), features("--case 123456"));
         assert_ne!(features("--case 17"), features("--case a"));
         assert_eq!(features("  ... !? "), Vec::<u64>::new());
-        // "ab" gives the features of its bytes, "abc" its one window.
+        // "ab" gives the features of its bytes, "abc" one: the FNV-1a hash of its bytes.
         let ab = [
             feature_hash(SKETCH_ROOT, u64::from(b'a')),
             feature_hash(SKETCH_ROOT, u64::from(b'b')),
@@ -687,7 +770,10 @@ mod tests {
         let mut expected = ab.to_vec();
         expected.sort_unstable();
         assert_eq!(features("ab"), expected);
-        assert_eq!(features("abc"), vec![feature_hash(SKETCH_ROOT, 0x61_6263)]);
+        let fnv = b"abc"
+            .iter()
+            .fold(FNV_OFFSET, |h, &b| (h ^ u64::from(b)).wrapping_mul(FNV_PRIME));
+        assert_eq!(features("ABC"), vec![feature_hash(SKETCH_ROOT, fnv)]);
     }
 
     #[test]
@@ -738,6 +824,34 @@ mod tests {
         other.insert(u64::MAX);
         assert_eq!(other.hashes(), &[u64::MAX]);
         assert!(sketch.hashes().windows(2).all(|pair| pair[0] < pair[1]));
+    }
+
+    #[test]
+    fn sketches_match_a_sorted_set_of_everything_fed() {
+        // Hash streams with repeats, fed through the cache or not: the sketch is always the
+        // smallest SKETCH_SIZE distinct hashes, complete exactly when there are no more.
+        let mut state = 0x1234_5678_9abc_def0u64;
+        for round in 0..200 {
+            let distinct = [1usize, 5, 31, 32, 33, 40, 200][round % 7];
+            let mut all = std::collections::BTreeSet::new();
+            let (mut plain, mut cached, mut seen) = (Sketch::default(), Sketch::default(), SeenValues::EMPTY);
+            for _ in 0..3 * distinct {
+                state = fmix64(state.wrapping_add(0x9e37_79b9_7f4a_7c15));
+                let value = state % distinct as u64;
+                all.insert(feature_hash(7, value));
+                plain.add(7, value);
+                CachedSketch {
+                    sketch: &mut cached,
+                    seen: &mut seen,
+                }
+                .add(7, value);
+            }
+            let smallest: Vec<u64> = all.iter().copied().take(SKETCH_SIZE).collect();
+            for sketch in [plain, cached] {
+                assert_eq!(sketch.hashes(), smallest.as_slice());
+                assert_eq!(sketch.is_complete(), all.len() <= SKETCH_SIZE);
+            }
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::chant::{Chant, ChantConfig, ChantEvent, HashKey, TextInput};
-use crate::fingerprint::{Sketch, TextFeatures, SKETCH_ROOT, SKETCH_SIZE};
+use crate::fingerprint::{CachedSketch, SeenValues, Sketch, TextFeatures, SKETCH_ROOT, SKETCH_SIZE};
 use crate::names::RecentNames;
 use crate::ring::Ring;
 use crate::settings::{Value, SESSION};
@@ -488,6 +488,7 @@ impl Preview {
 struct ResponseDraft {
     features: TextFeatures,
     sketch: Sketch,
+    seen: SeenValues,
     preview: Preview,
 }
 
@@ -496,6 +497,7 @@ impl ResponseDraft {
         ResponseDraft {
             features: TextFeatures::new(SKETCH_ROOT),
             sketch: Sketch::default(),
+            seen: SeenValues::EMPTY,
             preview: Preview::default(),
         }
     }
@@ -733,10 +735,14 @@ impl Session {
         }
         self.output.feed_text(text);
         let draft = &mut responses.draft;
+        let mut sink = CachedSketch {
+            sketch: &mut draft.sketch,
+            seen: &mut draft.seen,
+        };
         match text {
-            TextInput::Ascii(bytes) => draft.features.feed(bytes, &mut draft.sketch),
-            TextInput::Utf8(text) => draft.features.feed(text.as_bytes(), &mut draft.sketch),
-            TextInput::CodePoints(code_points) => draft.features.feed_code_points(code_points, &mut draft.sketch),
+            TextInput::Ascii(bytes) => draft.features.feed(bytes, &mut sink),
+            TextInput::Utf8(text) => draft.features.feed(text.as_bytes(), &mut sink),
+            TextInput::CodePoints(code_points) => draft.features.feed_code_points(code_points, &mut sink),
         }
         draft.preview.push_input(text);
     }
@@ -752,7 +758,10 @@ impl Session {
             return;
         };
         let draft = &mut responses.draft;
-        draft.features.finish(&mut draft.sketch);
+        draft.features.finish(&mut CachedSketch {
+            sketch: &mut draft.sketch,
+            seen: &mut draft.seen,
+        });
         let (sketch, total) = (draft.sketch, self.stats.total_actions);
         let alike = responses.last.is_some_and(|last| {
             if sketch.is_empty() || last.sketch.is_empty() {
