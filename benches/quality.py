@@ -55,19 +55,16 @@ def _parity() -> Detectors:
     return Detectors(DoomLoopDetector(DoomLoopConfig()), ToolLoopDetector.from_openclaw({"enabled": True}), ChantDetector())
 
 
-# `DoomLoopConfig.recommended()` is being written alongside this harness; until it exists the
-# profile is reported as not available.
-_recommended_config = getattr(DoomLoopConfig, "recommended", None)
-
-
 def _recommended() -> Detectors:
-    assert _recommended_config is not None
-    config = _recommended_config()
+    # doomloop's profile tuned on real runs (docs/session.md#two-profiles): the session rules
+    # that compare arguments and results, the tool-loop detector's defaults, and a chant
+    # detector with the window and count of the same config.
+    config = DoomLoopConfig.recommended()
     chant = ChantDetector(config.content_chunk_size, config.max_repeated_chunks)
     return Detectors(DoomLoopDetector(config), ToolLoopDetector(), chant)
 
 
-PROFILES = (Profile("parity", _parity), Profile("recommended", _recommended if _recommended_config is not None else None))
+PROFILES = (Profile("parity", _parity), Profile("recommended", _recommended))
 
 # --- planting ---------------------------------------------------------------------------------
 
