@@ -315,3 +315,99 @@ def test_memory_stays_bounded_whatever_the_session_length() -> None:
         tracemalloc.stop()
     assert grown < 16_384
     assert detector.get_stats()["total_actions"] == 5_050
+
+
+# --- hostile arguments and texts ----------------------------------------------------------------
+
+
+class _Mutating:
+    """A dict key whose fingerprint (via ``__reduce_ex__``) changes the dict being walked: it
+    adds entries the first time (the fingerprint's walk), empties it the second (the sketch's)."""
+
+    def __init__(self, victim: Optional[dict[Any, Any]]) -> None:
+        self.victim = victim
+        self.calls = 0
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        self.calls += 1
+        if self.victim is not None:
+            if self.calls == 1:
+                self.victim.update({f"new{i}": i for i in range(50)})
+            else:
+                self.victim.clear()
+        return (_Mutating, (None,))
+
+    def __hash__(self) -> int:
+        return 7
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+class _Raising:
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise RuntimeError("no state")
+
+
+class _LyingStr(str):
+    def __len__(self) -> int:
+        return 2**62
+
+    def isascii(self) -> bool:
+        raise RuntimeError("lies")
+
+
+def _hostile_arguments() -> List[Any]:
+    cyclic_list: List[Any] = [1, "a"]
+    cyclic_list.append(cyclic_list)
+    cyclic_dict: dict[str, Any] = {"x": "y"}
+    cyclic_dict["self"] = cyclic_dict
+    deep: Any = "bottom"
+    for _ in range(100_000):
+        deep = {"k": [deep]}
+    wide = [cyclic_list] * 10_000
+    mutated: dict[Any, Any] = {"a": "text", "b": 2}
+    mutated[_Mutating(mutated)] = "value"
+    return [
+        cyclic_list,
+        cyclic_dict,
+        deep,
+        wide,
+        mutated,
+        {"obj": _Raising(), "more": [_Raising()]},
+        {"s": _LyingStr("grep -rn foo src")},
+        {"lone": "grep \ud800 src", "key\udfff": "x"},
+        {"long": "é" * 70_000 + " tail"},
+        {(1, 2): "tuple key", 3: "int key", None: "none key", True: "bool key"},
+        {"n": float("nan"), "inf": float("inf"), "big": 2**200, "b": b"\x00\xff"},
+        "a bare string",
+        [None, 1.5, "x", ("y", ["z"])],
+        12345,
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(_hostile_arguments())))
+def test_hostile_arguments_are_sketched_without_raising(index: int) -> None:
+    args = _hostile_arguments()[index]
+    detector = DoomLoopDetector(RECOMMENDED)
+    for _ in range(2):
+        detector.record_action("tool", args, "r", success=False)
+    detector.record_action("tool", {"other": "arguments"}, "r", success=True)
+    assert detector.get_stats()["total_actions"] == 3
+    event = detector.get_loop_event()
+    assert event is None or event.metadata["rule"] in {"identical_actions", "retry_storm"}
+
+
+def test_hostile_texts_are_compared_without_raising() -> None:
+    detector = DoomLoopDetector(RECOMMENDED)
+    texts = ["\ud800 lone surrogate \udfff", "é" * 70_000, _LyingStr("a lying string"), "\x00\x01\x02", "🙂" * 40]
+    for text in texts:
+        detector.record_response(text)
+        detector.record_output_chunk(text)
+        detector.end_response()
+    assert detector.get_stats()["total_actions"] == 0
+    for _ in range(3):
+        detector.record_response("\ud800 and the same \udfff answer")
+    event = detector.get_loop_event()
+    assert event is not None and event.metadata["rule"] == "repeated_response"
+    assert event.description == 'Same response repeated 3 times in a row: "\ufffd and the same \ufffd answer"'
