@@ -12,12 +12,15 @@
 //!   (total == successful + failed);
 //! - backoff: a delay and the stored backoff never exceed `max_backoff`;
 //! - memory: `history_capacity()` is fixed by the configuration, and the heap the session
-//!   really holds stays within a bound set by the configuration, whatever the sequence length.
+//!   really holds stays within a bound set by the configuration, whatever the sequence length;
+//! - doomloop's rules (arguments compared, repeated responses) are the model's too, with
+//!   similarity taken from the engine's sketches (unit-tested against exact Jaccard) and an
+//!   action's identity derived from its type and arguments, as the binding derives it.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use doomloop_engine::chant::{ChantConfig, TextInput};
-use doomloop_engine::fingerprint::Sketch;
+use doomloop_engine::fingerprint::{sketch_text, Sketch, SKETCH_ROOT};
 use doomloop_engine::session::{Action, Finding, LoopType, Recovery, Session, SessionConfig, PLAN_STATES_CAP};
 use doomloop_fuzz::live_bytes;
 use libfuzzer_sys::fuzz_target;
@@ -40,15 +43,22 @@ struct Config {
     min_cycle_repeats: u8,
     content_chunk_size: u16,
     max_repeated_chunks: u16,
+    similarity: u8,
+    similar_by_arguments: bool,
+    failures_by_arguments: bool,
+    no_progress_by_arguments: bool,
+    max_repeated_responses: u8,
+    detailed_descriptions: bool,
     /// Use the raw (possibly huge or zero) thresholds instead of small ones.
     extreme: Option<(u64, u64, u64, u64)>,
 }
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    /// Small digests so that repeats and cycles are common.
+    /// Small digests so that repeats and cycles are common; the arguments are one of
+    /// [`ARGUMENTS`], and the identity is derived from them and the kind.
     Action {
-        identity: u8,
+        arguments: u8,
         kind: u8,
         result: u8,
         success: bool,
@@ -68,6 +78,16 @@ enum Op {
     Elapsed(f64),
 }
 
+/// Argument texts: alike spellings of a few commands, and different ones.
+const ARGUMENTS: [&str; 6] = [
+    "grep -rn parse_header src",
+    "GREP -nr 'parse_header' src/",
+    "grep -rn load_config src",
+    "python run.py --case 17",
+    "python run.py --case 18",
+    "",
+];
+
 /// Text from bytes: a few syllables and spaces, so chants are easy to make.
 fn text(bytes: &[u8]) -> String {
     const WORDS: [&str; 8] = ["la", " ", "ba", "\n", "é", "x", "la la ", "😀"];
@@ -78,6 +98,12 @@ fn text(bytes: &[u8]) -> String {
 struct Model {
     /// (identity, kind, result, failed)
     actions: Vec<(u64, u64, u64, bool)>,
+    /// Each action's argument sketch.
+    arguments: Vec<Sketch>,
+    /// Each complete response's sketch and the actions recorded when it completed.
+    responses: Vec<(Sketch, usize)>,
+    /// The text of the response being streamed.
+    open_text: String,
     markers_at: Vec<usize>,
     plan_visits: Vec<(u64, usize)>,
     started_at: Option<f64>,
@@ -97,6 +123,9 @@ impl Model {
         self.actions.capacity() * std::mem::size_of::<(u64, u64, u64, bool)>()
             + self.markers_at.capacity() * std::mem::size_of::<usize>()
             + self.plan_visits.capacity() * std::mem::size_of::<(u64, usize)>()
+            + self.arguments.capacity() * std::mem::size_of::<Sketch>()
+            + self.responses.capacity() * std::mem::size_of::<(Sketch, usize)>()
+            + self.open_text.capacity()
     }
 
     fn marker_since(&self, boundary: usize) -> bool {
@@ -118,15 +147,27 @@ impl Model {
             if all_same(last(c.max_identical_actions), |x| x.0) {
                 return Some(Finding::IdenticalAction);
             }
-            if all_same(last(c.max_similar_actions), |x| x.1) {
+            if c.similar_by_arguments {
+                if self.alike_run(c, c.max_similar_actions) {
+                    return Some(Finding::SimilarArguments);
+                }
+            } else if all_same(last(c.max_similar_actions), |x| x.1) {
                 return Some(Finding::SimilarAction);
             }
             let w = last(c.max_consecutive_failures);
-            if !w.is_empty() && w.iter().all(|x| x.3) {
+            if c.failures_by_arguments {
+                if !w.is_empty() && w.iter().all(|x| x.3) && self.alike_run(c, c.max_consecutive_failures) {
+                    return Some(Finding::RetryStorm);
+                }
+            } else if !w.is_empty() && w.iter().all(|x| x.3) {
                 return Some(Finding::RepeatedFailure);
             }
             let k = c.max_no_progress_steps;
-            if all_same(last(k), |x| x.2) && !self.marker_since(n - k as usize) {
+            if c.no_progress_by_arguments {
+                if self.alike_run(c, k) && !self.marker_since(n - k as usize) {
+                    return Some(Finding::AlikeNoProgress);
+                }
+            } else if all_same(last(k), |x| x.2) && !self.marker_since(n - k as usize) {
                 return Some(Finding::NoProgress);
             }
             if c.detect_cycles && (self.action_cycle(c) || self.plan_cycle(c)) {
@@ -136,7 +177,52 @@ impl Model {
         if self.started_at.is_some_and(|start| now - start > c.max_total_time) {
             return Some(Finding::ResourceExhaustion);
         }
+        if self.repeated_responses(c) {
+            return Some(Finding::RepeatedResponse);
+        }
         None
+    }
+
+    /// The last `k` actions exist, each alike to the one before, all with one result.
+    fn alike_run(&self, c: &SessionConfig, k: u64) -> bool {
+        let n = self.actions.len();
+        let Ok(k) = usize::try_from(k) else {
+            return false;
+        };
+        if k == 0 || n < k {
+            return false;
+        }
+        (n - k + 1..n).all(|i| {
+            let (before, after) = (self.actions[i - 1], self.actions[i]);
+            let alike = before.1 == after.1
+                && (before.0 == after.0
+                    || self.arguments[i - 1].similarity(&self.arguments[i]) >= c.similarity_threshold);
+            alike && before.2 == after.2
+        })
+    }
+
+    /// The last `max_repeated_responses` responses, each alike to the one before.
+    fn repeated_responses(&self, c: &SessionConfig) -> bool {
+        let n = self.responses.len();
+        let Ok(k) = usize::try_from(c.max_repeated_responses) else {
+            return false;
+        };
+        if n < k {
+            return false;
+        }
+        (n - k + 1..n).all(|i| {
+            let ((before, before_at), (after, after_at)) = (&self.responses[i - 1], &self.responses[i]);
+            if before.is_empty() || after.is_empty() {
+                before.is_empty() && after.is_empty() && before_at == after_at
+            } else {
+                before.similarity(after) >= c.similarity_threshold
+            }
+        })
+    }
+
+    /// A response is complete.
+    fn respond(&mut self, text: &str) {
+        self.responses.push((sketch_text(SKETCH_ROOT, text.as_bytes()), self.actions.len()));
     }
 
     fn action_cycle(&self, c: &SessionConfig) -> bool {
@@ -178,12 +264,13 @@ impl Model {
 }
 
 /// The engine's finding must be the model's, except that REPEATED_OUTPUT (the chant
-/// detector's verdict) may stand in for "none".
+/// detector's verdict) may stand in for "none" or for a repeated response (it ranks above).
 fn check_finding(model: &mut Model, c: &SessionConfig, chant: &ChantConfig, engine: Option<Finding>, now: f64) {
     let expected = model.finding(c, now);
-    if expected.is_some() || engine != Some(Finding::RepeatedOutput) {
+    let chant_may_stand_in = matches!(expected, None | Some(Finding::RepeatedResponse));
+    if !chant_may_stand_in || engine != Some(Finding::RepeatedOutput) {
         assert_eq!(engine, expected, "finding at {now}");
-        if expected.is_none() {
+        if chant_may_stand_in {
             assert!(!model.output_seen, "REPEATED_OUTPUT vanished within its response");
         }
         return;
@@ -224,10 +311,12 @@ fuzz_target!(|input: (Config, Vec<Op>)| {
         min_cycle_repeats: small(cfg.min_cycle_repeats, 6),
         content_chunk_size: u64::from(cfg.content_chunk_size % 64),
         max_repeated_chunks: u64::from(cfg.max_repeated_chunks % 16),
-        // PraisonAI's rules only: the model below knows nothing of doomloop's own (alike
-        // responses in a row included, which the defaults keep on).
-        max_repeated_responses: u64::MAX,
-        ..SessionConfig::default()
+        similarity_threshold: f64::from(cfg.similarity) / 255.0,
+        similar_by_arguments: cfg.similar_by_arguments,
+        failures_by_arguments: cfg.failures_by_arguments,
+        no_progress_by_arguments: cfg.no_progress_by_arguments,
+        max_repeated_responses: small(cfg.max_repeated_responses, 6),
+        detailed_descriptions: cfg.detailed_descriptions,
     };
 
     let before = live_bytes();
@@ -237,6 +326,7 @@ fuzz_target!(|input: (Config, Vec<Op>)| {
     assert!(c.max_identical_actions >= 1 && c.max_similar_actions >= 1);
     assert!(c.max_consecutive_failures >= 1 && c.max_no_progress_steps >= 1);
     assert!((2..=64).contains(&c.max_cycle_period) && (2..=1024).contains(&c.min_cycle_repeats));
+    assert!(c.max_repeated_responses >= 2 && (0.0..=1.0).contains(&c.similarity_threshold));
     let chant = {
         let requested = c.chant_config();
         if requested.problem().is_some() {
@@ -254,6 +344,8 @@ fuzz_target!(|input: (Config, Vec<Op>)| {
         + PLAN_STATES_CAP * 128
         + 4 * 2 * (chant.history() as usize + 257)
         + 16 * 4 * 64usize.max(2 * (chant.max_distance() as usize + 1))
+        // doomloop's rules: the newest action's and the responses' boxed state.
+        + 2048
         + 4096;
 
     let mut model = Model::default();
@@ -262,24 +354,30 @@ fuzz_target!(|input: (Config, Vec<Op>)| {
     for op in ops.iter().take(2000) {
         match op {
             Op::Action {
-                identity,
+                arguments,
                 kind,
                 result,
                 success,
                 duration,
             } => {
-                let (identity, kind, result) = (u64::from(*identity % 4), u64::from(*kind % 3), u64::from(*result % 3));
+                let (arguments, kind, result) = (usize::from(*arguments) % ARGUMENTS.len(), u64::from(*kind % 3), u64::from(*result % 3));
+                // The identity is the type and the arguments, as the binding hashes it.
+                let identity = kind * 8 + arguments as u64;
+                let text = ARGUMENTS[arguments];
+                let sketch = sketch_text(SKETCH_ROOT, text.as_bytes());
+                session.note_action_type(kind, "tool");
                 session.record_action(&Action {
                     identity,
                     kind,
                     result,
                     success: *success,
                     duration: *duration,
-                    arguments: &Sketch::EMPTY,
-                    preview: "",
+                    arguments: &sketch,
+                    preview: text,
                 });
                 let failed = !*success || *duration > c.max_time_per_action;
                 model.actions.push((identity, kind, result, failed));
+                model.arguments.push(sketch);
             }
             Op::Chunk(bytes) => {
                 let t = text(bytes);
@@ -288,16 +386,27 @@ fuzz_target!(|input: (Config, Vec<Op>)| {
                     model.response_len = 0;
                     model.output_seen = false;
                     model.open = true;
+                    model.open_text.clear();
                 }
                 model.response_len += t.chars().count();
+                model.open_text.push_str(&t);
             }
             Op::EndResponse => {
                 session.end_response();
+                if model.open {
+                    let streamed = std::mem::take(&mut model.open_text);
+                    model.respond(&streamed);
+                }
                 model.open = false;
             }
             Op::Response(bytes) => {
                 let t = text(bytes);
                 session.record_response(TextInput::Utf8(&t));
+                if model.open {
+                    let streamed = std::mem::take(&mut model.open_text);
+                    model.respond(&streamed);
+                }
+                model.respond(&t);
                 model.response_len = t.chars().count();
                 model.output_seen = false;
                 model.open = false;
@@ -376,6 +485,10 @@ fuzz_target!(|input: (Config, Vec<Op>)| {
         let stored = stats.current_backoff;
         assert!(stored == backoff || (stored.is_nan() && backoff.is_nan()));
         assert_eq!(session.history_capacity(), capacity, "the ring never grows");
+        if let Some(finding) = session.finding(f64::NAN) {
+            // Every finding can be described (and names its rule).
+            assert!(!session.describe(finding).is_empty() && !finding.rule().is_empty());
+        }
         let held = live_bytes().saturating_sub(before + model.heap_bytes());
         assert!(held <= memory_bound, "session holds {held} bytes > {memory_bound}");
     }
