@@ -222,7 +222,8 @@ impl Model {
 
     /// A response is complete.
     fn respond(&mut self, text: &str) {
-        self.responses.push((sketch_text(SKETCH_ROOT, text.as_bytes()), self.actions.len()));
+        self.responses
+            .push((sketch_text(SKETCH_ROOT, text.as_bytes()), self.actions.len()));
     }
 
     fn action_cycle(&self, c: &SessionConfig) -> bool {
@@ -360,7 +361,11 @@ fuzz_target!(|input: (Config, Vec<Op>)| {
                 success,
                 duration,
             } => {
-                let (arguments, kind, result) = (usize::from(*arguments) % ARGUMENTS.len(), u64::from(*kind % 3), u64::from(*result % 3));
+                let (arguments, kind, result) = (
+                    usize::from(*arguments) % ARGUMENTS.len(),
+                    u64::from(*kind % 3),
+                    u64::from(*result % 3),
+                );
                 // The identity is the type and the arguments, as the binding hashes it.
                 let identity = kind * 8 + arguments as u64;
                 let text = ARGUMENTS[arguments];
