@@ -411,3 +411,44 @@ def test_hostile_texts_are_compared_without_raising() -> None:
     event = detector.get_loop_event()
     assert event is not None and event.metadata["rule"] == "repeated_response"
     assert event.description == 'Same response repeated 3 times in a row: "\ufffd and the same \ufffd answer"'
+
+
+# --- snapshots ----------------------------------------------------------------------------------
+
+
+@PROFILES
+def test_a_restored_detector_continues_the_rules_state(config: DoomLoopConfig) -> None:
+    # Halfway through each loop, the detector is saved and restored: the restored one finds
+    # each loop at the same step as one that ran through.
+    error = "ImportError: cannot import name 'helper'"
+    retries: List[Step] = [("run", "bash", f"python reproduce.py --case {n}", error, False) for n in range(2)]
+    retries += [("say", "Let me look at the parser once more to see where the header is split.")] * 2
+    retries += [("run", "bash", f"python reproduce.py --case {n}", error, False) for n in range(2, 6)]
+    answers: List[Step] = []
+    for n in range(10):
+        answers += [("say", "Let me look at the parser once more."), ("run", f"tool{n}", f"read {n}", f"text {n}", True)]
+    for script, cuts in ((retries, (2, 4, 5)), (answers, (1, 3, 4, 9))):
+        _continues_after_restoring(config, script, cuts)
+
+
+def _continues_after_restoring(config: DoomLoopConfig, script: List[Step], cuts: Tuple[int, ...]) -> None:
+    whole = first_finding(config, script)
+    assert whole is not None
+
+    for cut in cuts:
+        detector = DoomLoopDetector(config)
+        detector.start_session()
+        found = None
+        for index, step in enumerate(script):
+            if index == cut:
+                detector = DoomLoopDetector.from_bytes(detector.to_bytes())
+            if step[0] == "say":
+                detector.record_response(step[1])
+            else:
+                _, tool, command, result, success = step
+                detector.record_action(tool, {"command": command}, result, success)
+            event = detector.get_loop_event()
+            if event is not None:
+                found = (index, event.metadata["rule"], event.description)
+                break
+        assert found == (whole[0], whole[1].metadata["rule"], whole[1].description), f"restored at step {cut}"
