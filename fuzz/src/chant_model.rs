@@ -115,14 +115,17 @@ pub fn model(
                 }
                 (0, 1)
             }
-            Some((last, old_gap, old_count)) => {
-                let gap = i - last;
+            Some((last, gap, old_count)) => {
                 let length = gap + w;
                 let extends = old_count >= 2
-                    && gap == old_gap
+                    && i - last == gap
                     && i + 1 >= gap + length
                     && symbols[i + 1 - gap - length..=i - gap] == symbols[i + 1 - length..=i];
-                (gap, if extends { old_count + 1 } else { 2 })
+                if extends {
+                    (gap, old_count + 1)
+                } else {
+                    restart(symbols, i, w, repeats, max_distance)
+                }
             }
         };
         if let Some((last, _, _)) = chain {
@@ -138,6 +141,34 @@ pub fn model(
         }
     }
     ModelRun { event: None, exact }
+}
+
+/// How many times the window ending at `i` occurs at `i`, `i - q`, `i - 2q`, ... with the same
+/// text between each two (the symbols from the first one's start to `i` repeat with period
+/// `q`), at most `most`.
+fn occurrences(s: &[u64], i: usize, q: usize, w: usize, most: u64) -> u64 {
+    let mut count = 1;
+    while count < most {
+        match (i + 1).checked_sub(w + count as usize * q) {
+            Some(first) if periodic(s, first, i, q) => count += 1,
+            _ => break,
+        }
+    }
+    count
+}
+
+/// (gap, count) of the chain a counted occurrence starts when it does not extend its own: the
+/// gap from `w` to `max_distance` with the most occurrences, the smallest on a tie; (0, 1) when
+/// no gap gives two.
+fn restart(s: &[u64], i: usize, w: usize, repeats: u64, max_distance: usize) -> (usize, u64) {
+    let mut best = (0, 1);
+    for q in w..=max_distance {
+        let count = occurrences(s, i, q, w, repeats);
+        if count > best.1 {
+            best = (q, count);
+        }
+    }
+    best
 }
 
 fn event(s: &[u64], i: usize, w: usize, gap: usize, count: u64, history: u64) -> Event {
@@ -226,11 +257,11 @@ pub struct Planted {
     pub body_len: usize,
 }
 
-/// The README's guarantee: "a chant of period p <= max_period that is not only whitespace is
-/// reported within `window + min_repeats * (p + window)` symbols of its start". Its stated
-/// blind spot is wider than the README says (a period in which the smallest-rank window
-/// recurs can go unreported), so the bound is only asserted for periods whose windows are all
-/// distinct. Returns `(start, bound)` when the planted chant qualifies.
+/// The documented guarantee (docs/chanting.md): "a chant of period p <= max_period that is
+/// not only whitespace is reported within `window + min_repeats * (p + window)` symbols of
+/// its start", whatever the hash key, including periods in which windows recur (a sentence
+/// repeated four and a half times, "abXabY"). Returns `(start, bound)` when the planted chant
+/// qualifies.
 pub fn guaranteed(
     s: &[u64],
     blank: &dyn Fn(u64) -> bool,
@@ -249,12 +280,6 @@ pub fn guaranteed(
         return None;
     }
     let windows: Vec<Vec<u64>> = (0..p).map(|o| (o..o + w).map(at).collect()).collect();
-    let mut distinct = windows.clone();
-    distinct.sort();
-    distinct.dedup();
-    if distinct.len() != p {
-        return None;
-    }
     if config.ignore_whitespace && windows.iter().all(|win| win.iter().all(|&c| blank(c))) {
         return None;
     }

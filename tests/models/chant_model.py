@@ -76,18 +76,46 @@ def model(
         elif i - chain[0] < window:
             continue
         else:
-            gap = i - chain[0]
+            gap = chain[1]
             length = gap + window
             extends = (
                 chain[2] >= 2
-                and gap == chain[1]
+                and i - chain[0] == gap
                 and i + 1 >= gap + length
                 and symbols[i - gap - length + 1 : i - gap + 1] == symbols[i - length + 1 : i + 1]
             )
-            chain[:] = [i, gap, chain[2] + 1 if extends else 2]
+            if extends:
+                chain[:] = [i, gap, chain[2] + 1]
+            else:
+                chain[:] = [i, *restart(symbols, i, window, repeats, max_distance)]
         if chain[2] >= repeats:
             return _event(symbols, i, window, chain[1], chain[2], history)
     return None
+
+
+def occurrences(symbols: Sequence[int], i: int, q: int, window: int, most: int) -> int:
+    """How many times the window ending at ``i`` occurs at ``i``, ``i - q``, ``i - 2q``, ...
+    with the same text between each two (the symbols from the first one's start to ``i``
+    repeat with period ``q``), at most ``most``."""
+    count = 1
+    while count < most:
+        first = i + 1 - window - count * q
+        if first < 0 or not _periodic(symbols, first, i, q):
+            break
+        count += 1
+    return count
+
+
+def restart(symbols: Sequence[int], i: int, window: int, repeats: int, max_distance: int) -> Tuple[int, int]:
+    """(gap, count) of the chain a counted occurrence starts when it does not extend its own:
+    the gap from ``window`` to ``max_distance`` with the most occurrences, the smallest on a
+    tie; (0, 1) when no gap gives two."""
+    best = (0, 1)
+    for q in range(window, max_distance + 1):
+        count = occurrences(symbols, i, q, window, repeats)
+        if count > best[1]:
+            best = (q, count)
+    return best
 
 
 def _periodic(symbols: Sequence[int], first: int, last: int, q: int) -> bool:

@@ -76,6 +76,12 @@ def test_latin_1_costs_what_ascii_does_and_wider_text_four_times() -> None:
     assert late.__sizeof__() == ascii_size
     late.feed("\u4e00")
     assert late.__sizeof__() == ascii_size + widened
+    # A reset narrows it again, for the next stream (in between, the reset detector is kept
+    # in a box of a few hundred bytes).
+    late.reset()
+    assert ascii_size < late.__sizeof__() <= ascii_size + 512
+    late.feed(prose(rng, "abcdefghij", STREAM_CHARS))
+    assert late.__sizeof__() == ascii_size
 
 
 def test_token_ids_below_2_to_the_32_take_4_bytes() -> None:

@@ -15,16 +15,34 @@
 //! * Each distinct window keeps its last *counted* occurrence, a chain gap and a count. An
 //!   anchor less than one window after the last counted one is not counted (a long divider
 //!   line is one window at every offset); one more than `max_distance()` after it starts a
-//!   new chain.
-//! * A counted occurrence extends the chain when its gap equals the chain's gap *and* the
-//!   text between occurrences is the same as last time (`gap + window` symbols ending at the
-//!   previous occurrence equal those ending here); otherwise it restarts a chain of two.
-//!   Identical gaps are what separate a chant from code that shares boilerplate.
+//!   new chain of one.
+//! * A counted occurrence *extends* the chain when it is exactly one chain gap after the
+//!   last counted one *and* the text between is the same as the gap before (the `2 * gap +
+//!   window` symbols ending here repeat with the gap): the count goes up by one. Identical
+//!   gaps are what separate a chant from code that shares boilerplate.
+//! * Any other counted occurrence *restarts* the chain from the text: its gap becomes the q
+//!   in `window..=max_distance` at which the window occurs most often at i - q, i - 2q, ...
+//!   with the same text between each two (the smallest such q on a tie), and its count
+//!   those occurrences, this one included. So a window that occurs several times within
+//!   its chant's period chains at the period, whichever of its occurrences the one-window
+//!   rule lets count: counting only the distance to the last counted one, such a window's
+//!   counted occurrences can alternate between gaps forever and never chain.
 //! * A chain of `min_repeats` occurrences is chanting. The detector then latches until reset.
+//!
+//! Guarantee, for every key: in a chant of period p, the period's smallest-rank window is an
+//! anchor at every occurrence once the 32 windows before it are in the chant, so it is
+//! counted at least every m symbols (m: the smallest multiple of p that is at least a
+//! window), and the first of its counted occurrences with `min_repeats` occurrences m apart
+//! behind it either restarts (and finds them) or extends a chain whose count is at least
+//! theirs: one at m, or at a shorter gap (a local repetition inside the period) whose count
+//! grew faster. That is within `window + min_repeats * (p + window)` of the chant's start.
 //!
 //! Cost: O(1) per symbol, in three passes over batches of 256 symbols, each a tight loop:
 //! the rolling hash and rank of every window; the minimum rank of the windows before each
-//! (vector code: doubling minima on 32-bit lanes); the table probe of the anchors only.
+//! (vector code: doubling minima on 32-bit lanes); the table probe of the anchors only. A
+//! restart scans the `max_distance` symbols before it (16 at a time) for the window's last
+//! and first symbols; only anchors whose window recurred within `max_distance` restart
+//! (about one character in 1,300 of source code, none in prose that does not repeat).
 //! Memory is fixed by the configuration. The text between occurrences is compared symbol by
 //! symbol, and the whole chained span again before an alarm is raised, so a hash collision
 //! (crafted or not) can only ever cost a missed link, never an alarm.
@@ -68,6 +86,37 @@ pub trait Slot<S>: Copy + Eq + Default + std::fmt::Debug {
     /// The slot for `symbol`, which fits it (see `Symbol::wide_bits`).
     fn store(symbol: S) -> Self;
     fn load(self) -> S;
+
+    /// Bit k set when `slots[n - 1 - k]` is `last` and, given `before` (slots of the same
+    /// length `n`, each a fixed distance before its counterpart), `before[n - 1 - k]` is its
+    /// symbol (at most 64 slots, read from the end; matches are rare, so a branch per slot).
+    #[inline(always)]
+    fn matches_back(slots: &[Self], last: Self, before: Option<(&[Self], Self)>) -> u64 {
+        let mut bits = 0;
+        match before {
+            Some((before, previous)) => {
+                for (k, (&s, &b)) in slots.iter().rev().zip(before.iter().rev()).enumerate() {
+                    if s == last && b == previous {
+                        bits |= 1 << k;
+                    }
+                }
+            }
+            None => {
+                for (k, &s) in slots.iter().rev().enumerate() {
+                    if s == last {
+                        bits |= 1 << k;
+                    }
+                }
+            }
+        }
+        bits
+    }
+
+    /// How many slots at the ends of `x` and `y` (of one length) are equal.
+    #[inline(always)]
+    fn same_ends(x: &[Self], y: &[Self]) -> usize {
+        x.iter().rev().zip(y.iter().rev()).take_while(|(a, b)| a == b).count()
+    }
 }
 
 impl<S: Symbol> Slot<S> for S {
@@ -92,6 +141,61 @@ impl Slot<u32> for u8 {
     #[inline(always)]
     fn load(self) -> u32 {
         u32::from(self)
+    }
+
+    /// Sixteen bytes at a time (a restart scans up to `max_distance` of them).
+    #[inline(always)]
+    fn matches_back(slots: &[u8], last: u8, before: Option<(&[u8], u8)>) -> u64 {
+        let n = slots.len();
+        let mut bits = 0;
+        let mut done = 0;
+        while done + 16 <= n {
+            let at = n - done - 16;
+            let mut matches = byte_matches(slots, at, last);
+            if let Some((before, previous)) = before {
+                matches &= byte_matches(before, at, previous);
+            }
+            while matches != 0 {
+                // Bit j is slot at + j, which is done + 15 - j from the end.
+                let j = matches.trailing_zeros() as usize;
+                bits |= 1 << (done + 15 - j);
+                matches &= matches - 1;
+            }
+            done += 16;
+        }
+        for k in done..n {
+            let matched = slots.get(n - 1 - k) == Some(&last)
+                && before.is_none_or(|(before, previous)| before.get(n - 1 - k) == Some(&previous));
+            if matched {
+                bits |= 1 << k;
+            }
+        }
+        bits
+    }
+
+    /// Eight bytes at a time (the text of a repeat is compared to its end).
+    #[inline(always)]
+    fn same_ends(x: &[u8], y: &[u8]) -> usize {
+        let mut same = 0;
+        let (mut xs, mut ys) = (x.rchunks_exact(8), y.rchunks_exact(8));
+        for (a, b) in xs.by_ref().zip(ys.by_ref()) {
+            let (mut left, mut right) = ([0u8; 8], [0u8; 8]);
+            left.copy_from_slice(a);
+            right.copy_from_slice(b);
+            let differ = u64::from_le_bytes(left) ^ u64::from_le_bytes(right);
+            if differ != 0 {
+                // The highest differing byte is the last (little-endian).
+                return same + (differ.leading_zeros() / 8) as usize;
+            }
+            same += 8;
+        }
+        same + xs
+            .remainder()
+            .iter()
+            .rev()
+            .zip(ys.remainder().iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count()
     }
 }
 
@@ -371,6 +475,23 @@ impl HashKey {
             salt: random_u64(2),
         }
     }
+
+    /// The key of `seed`: the first two values of splitmix64 from it (odd base), so every
+    /// seed gives a well-mixed key and the same one on every machine.
+    pub fn from_seed(seed: u64) -> HashKey {
+        let mut state = seed;
+        let mut next = || {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        HashKey {
+            base: next() | 1,
+            salt: next(),
+        }
+    }
 }
 
 /// The recent symbols, in a ring of `slots`: position `p` is in slot `(p - start) % len`. The
@@ -378,7 +499,7 @@ impl HashKey {
 /// (short responses never pay for the whole history), up to exactly what a scan can read
 /// back plus a batch (no power-of-two rounding: at default settings that would be 68% more);
 /// positions only wrap around once it is full. It stays narrow (a byte per ASCII or Latin-1
-/// character, 32 bits per token id below 2^32) until a symbol needs more.
+/// character, 32 bits per token id below 2^32) until a symbol of the stream needs more.
 #[derive(Clone, Debug)]
 struct History<S: Symbol> {
     slots: Slots<S>,
@@ -428,6 +549,53 @@ impl Iterator for Runs {
     }
 }
 
+/// Bit j set when `bytes[at + j] == byte`, for the 16 bytes from `at` (none when there are not
+/// 16): one compare of two 128-bit vectors (SSE2 is part of x86-64).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn byte_matches(bytes: &[u8], at: usize, byte: u8) -> u32 {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
+    let Some(chunk) = bytes.get(at..at + 16) else {
+        return 0;
+    };
+    // SAFETY: `chunk` holds the 16 bytes an unaligned 128-bit load reads (no alignment is
+    // required), and SSE2 is available on every x86-64 processor.
+    let mask = unsafe {
+        let lanes = _mm_loadu_si128(chunk.as_ptr().cast());
+        _mm_movemask_epi8(_mm_cmpeq_epi8(lanes, _mm_set1_epi8(byte as i8)))
+    };
+    mask as u32
+}
+
+/// `byte_matches` elsewhere.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn byte_matches(bytes: &[u8], at: usize, byte: u8) -> u32 {
+    byte_matches_in_words(bytes, at, byte)
+}
+
+/// `byte_matches`, eight bytes at a time in a u64.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+#[inline(always)]
+fn byte_matches_in_words(bytes: &[u8], at: usize, byte: u8) -> u32 {
+    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    let Some(chunk) = bytes.get(at..at + 16) else {
+        return 0;
+    };
+    let mut bits = 0;
+    for (half, word) in chunk.chunks_exact(8).enumerate() {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        // Bytes equal to `byte` become 0; then a byte's top bit is set exactly when it is 0.
+        let x = u64::from_le_bytes(bytes) ^ (0x0101_0101_0101_0101 * u64::from(byte));
+        let zero = !(((x & LOW7) + LOW7) | x | LOW7);
+        // The top bits of bytes 0..8 to bits 0..8.
+        let packed = (((zero >> 7) & 0x0101_0101_0101_0101).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32;
+        bits |= packed << (8 * half);
+    }
+    bits
+}
+
 /// `out[k] = convert(input[k])`.
 #[inline(always)]
 fn store<T: Copy, N>(out: Option<&mut [N]>, input: &[T], convert: impl Fn(T) -> N) {
@@ -454,9 +622,13 @@ impl<S: Symbol> History<S> {
         }
     }
 
-    /// Start a stream at `position` (the symbols held are never read again).
+    /// Start a stream at `position` (the symbols held are never read again). A ring widened
+    /// by the last stream is narrow again, with room for as many symbols.
     fn restart(&mut self, position: u64) {
         self.start = position;
+        if let Slots::Wide(wide) = &self.slots {
+            self.slots = Slots::Narrow(Vec::with_capacity(wide.len()));
+        }
     }
 
     fn heap_bytes(&self) -> usize {
@@ -574,6 +746,7 @@ impl<S: Symbol> History<S> {
 /// chains without giving up its local state.
 struct Chains<'a, S: Symbol> {
     window: u64,
+    min_repeats: u64,
     max_distance: u64,
     bucket_mask: u64,
     origin: u64,
@@ -619,24 +792,28 @@ impl<S: Symbol> Chains<'_, S> {
                 },
             ),
             Some((way, entry, age)) if age < window => return (way, entry),
-            Some((way, entry, gap)) => {
-                // The `gap + window` symbols ending here must equal those ending at the
-                // previous occurrence: compared symbol by symbol, so a tag collision can only
-                // restart a chain. Only a repeat at the chain's own gap gets this far, so the
-                // comparison costs O(1) per symbol of a chant and nothing on ordinary text.
-                let span = gap + window;
+            Some((way, entry, distance)) => {
+                // The chain extends when this occurrence is one gap after its last and the
+                // `gap + window` symbols ending here equal those ending there: compared symbol
+                // by symbol, so a tag collision can only restart a chain. That costs O(1) per
+                // symbol of a chant and nothing on ordinary text.
+                let gap = u64::from(entry.gap);
                 let extends = entry.count >= 2
-                    && gap == u64::from(entry.gap)
-                    && i + 1 - self.origin >= gap + span
-                    && self.history.is_periodic(i + 1 - span - gap, i, gap);
-                let count = if extends { entry.count.saturating_add(1) } else { 2 };
+                    && distance == gap
+                    && i + 1 - self.origin >= 2 * gap + window
+                    && self.history.is_periodic(i + 1 - 2 * gap - window, i, gap);
+                let (gap, count) = if extends {
+                    (gap, u64::from(entry.count) + 1)
+                } else {
+                    self.restart(i)
+                };
                 (
                     way,
                     Entry {
                         tag,
                         last: now,
                         gap: gap as u16,
-                        count,
+                        count: count as u16,
                         _pad: 0,
                     },
                 )
@@ -647,6 +824,122 @@ impl<S: Symbol> Chains<'_, S> {
         }
         (way, updated)
     }
+
+    /// The chain a counted occurrence at `i` starts when it does not extend its own, read from
+    /// the text: the gap q (`window..=max_distance`) at which the window ending here occurs
+    /// most often at i - q, i - 2q, ... with the same text between each two (the smallest q
+    /// on a tie), and that many occurrences, this one included, at most `min_repeats`. A
+    /// window that occurs several times within its chant's period thus chains at the
+    /// period, whichever of its occurrences are counted. (0, 1) when it occurs at no such
+    /// distance (its entry was another window's, sharing its tag).
+    #[inline(never)]
+    fn restart(&self, i: u64) -> (u64, u64) {
+        let history = self.history;
+        let end = history.slot(i);
+        match &history.slots {
+            Slots::Narrow(v) => self.best_gap(v, end, i),
+            Slots::Wide(v) => self.best_gap(v, end, i),
+        }
+    }
+
+    fn best_gap<N: Slot<S>>(&self, slots: &[N], end: usize, i: u64) -> (u64, u64) {
+        let (window, most) = (self.window, self.min_repeats);
+        let size = slots.len();
+        let Some(&last) = slots.get(end) else {
+            return (0, 1);
+        };
+        // The window's first symbol, when it has two: a second filter, less likely than the
+        // symbol next to the last to match along with it (indentation, say).
+        let back = (window - 1) as usize;
+        let first = if back > 0 {
+            slots.get(end.checked_sub(back).unwrap_or((end + size).saturating_sub(back)))
+        } else {
+            None
+        };
+        // Symbols of the stream up to `i`; the window must fit before i - q.
+        let stream = i + 1 - self.origin;
+        // To beat `best`, the window must recur at i - q and the text repeat best - 1 more
+        // times: window + (best - 1) * q symbols, of the stream - q before i - q, so
+        // q <= (stream - window) / best.
+        let reach = |best: u64| (stream.saturating_sub(window) / best).min(self.max_distance);
+        let mut best = (0, 1);
+        let mut top = reach(1);
+        let mut q = window;
+        while q <= top {
+            // The slots of i - q, i - q - 1, ... down to the ring's start or `top`: one slice.
+            // q < size (the stream up to i fits an unwrapped ring, and a full one holds more
+            // than max_distance), so i - q is a slot back from `end`, wrapping at most once.
+            let Some(from) = end
+                .checked_sub(q as usize)
+                .or_else(|| (end + size).checked_sub(q as usize))
+            else {
+                break;
+            };
+            let n = (top - q + 1).min(from as u64 + 1).min(64) as usize;
+            let Some(chunk) = slots.get(from + 1 - n..=from) else {
+                break;
+            };
+            // Bit k: the symbol at i - q - k is the window's last (a candidate), and the one a
+            // window before it the window's first (when the window has two and those slots do
+            // not wrap around the ring).
+            let before =
+                first.and_then(|&symbol| Some((slots.get(from.checked_sub(back + n - 1)?..=from - back)?, symbol)));
+            let mut candidates = N::matches_back(chunk, last, before);
+            while candidates != 0 {
+                let gap = q + u64::from(candidates.trailing_zeros());
+                candidates &= candidates - 1;
+                if gap > top {
+                    return best;
+                }
+                let needed = window + (best.1 - 1) * gap;
+                let earlier = from - (gap - q) as usize;
+                // Most candidates differ within the last few symbols: compare those first,
+                // as one slice each when neither wraps.
+                let quick = needed.min(8) as usize;
+                if let (Some(x), Some(y)) = (
+                    end.checked_sub(quick - 1).and_then(|e| slots.get(e..=end)),
+                    earlier.checked_sub(quick - 1).and_then(|e| slots.get(e..=earlier)),
+                ) {
+                    if N::same_ends(x, y) < quick {
+                        continue;
+                    }
+                }
+                let most_needed = (window + most.saturating_sub(2) * gap).min(stream - gap);
+                let same = common_suffix::<S, N>(slots, end, earlier, most_needed as usize) as u64;
+                if same >= needed {
+                    best = (gap, (2 + (same - window) / gap).min(most));
+                    if best.1 >= most {
+                        return best;
+                    }
+                    top = reach(best.1);
+                }
+            }
+            q += n as u64;
+        }
+        best
+    }
+}
+
+/// How many symbols of the ring `slots` match going back from slots `a` and `b` (at most
+/// `most`).
+fn common_suffix<S, N: Slot<S>>(slots: &[N], mut a: usize, mut b: usize, most: usize) -> usize {
+    let size = slots.len();
+    let mut same = 0;
+    while same < most {
+        // The runs down to the ring's start from `a` and `b`, as two slices.
+        let run = (a + 1).min(b + 1).min(most - same);
+        let (Some(x), Some(y)) = (slots.get(a + 1 - run..=a), slots.get(b + 1 - run..=b)) else {
+            return same;
+        };
+        let matched = N::same_ends(x, y);
+        same += matched;
+        if matched < run {
+            return same;
+        }
+        a = if a + 1 == run { size - 1 } else { a - run };
+        b = if b + 1 == run { size - 1 } else { b - run };
+    }
+    same
 }
 
 /// The streaming detector. Feed symbols in any chunking: the verdict is the same.
@@ -1133,6 +1426,7 @@ impl<S: Symbol> Chant<S> {
     /// Update the chains of the anchors (`words`) among the windows ending at
     /// `first..first + hashes.len()`; returns the event if one is confirmed (the stream then
     /// stops there).
+    #[inline(never)]
     fn count_anchors(&mut self, first: u64, hashes: &[u64], words: Anchors) -> Option<ChantEvent<S>> {
         for (word_index, &word) in words.iter().enumerate().take(hashes.len().div_ceil(64)) {
             let mut word = word;
@@ -1142,6 +1436,7 @@ impl<S: Symbol> Chant<S> {
                 let (position, hash) = (first + j as u64, hashes.get(j).copied().unwrap_or_default());
                 let chains = Chains {
                     window: self.config.window,
+                    min_repeats: self.config.min_repeats,
                     max_distance: self.config.max_distance(),
                     bucket_mask: self.bucket_mask,
                     origin: self.origin,
@@ -1449,9 +1744,12 @@ mod tests {
         assert_eq!(chant.heap_bytes(), ring + table);
         assert_eq!(chant.feed(noise(5, 50_000)), None);
         assert_eq!(chant.heap_bytes(), 4 * ring + table);
-        // A reset keeps it (the next stream reuses it).
+        // A reset narrows it again (with room for the whole history).
         chant.reset();
+        assert_eq!(chant.heap_bytes(), ring + table);
         assert_eq!(chant.feed(noise(11, 95)), None);
+        assert_eq!(chant.heap_bytes(), ring + table);
+        assert_eq!(chant.feed(noise(13, 50_000)), None);
         assert_eq!(chant.heap_bytes(), 4 * ring + table);
         // Token ids below 2^32 take 4 bytes, others 8.
         let mut tokens = Chant::<Token>::new(config);
@@ -1583,6 +1881,95 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn byte_matches_are_found_eight_at_a_time() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..2000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let len = (state % 65) as usize;
+            // Few distinct bytes (so matches are common), high bit set in some.
+            let bytes: Vec<u8> = (0..len)
+                .map(|k| [0, 1, 0x7F, 0x80, 0xFF, b'e'][(state >> (k % 60)) as usize % 6])
+                .collect();
+            for slot in [0u8, 1, 0x7F, 0x80, 0xFF, b'e', b'x'] {
+                let expected = bytes
+                    .iter()
+                    .rev()
+                    .enumerate()
+                    .fold(0u64, |bits, (k, &b)| bits | (u64::from(b == slot) << k));
+                assert_eq!(
+                    <u8 as Slot<u32>>::matches_back(&bytes, slot, None),
+                    expected,
+                    "{bytes:?} {slot}"
+                );
+                // With the slot before each: bytes[1..] matched, bytes[..n-1] the ones before.
+                if let (Some(later), Some(earlier)) = (bytes.get(1..), bytes.get(..len.saturating_sub(1))) {
+                    for previous in [0u8, 0x80, b'e'] {
+                        let both = later
+                            .iter()
+                            .rev()
+                            .zip(earlier.iter().rev())
+                            .enumerate()
+                            .fold(0u64, |bits, (k, (&b, &p))| {
+                                bits | (u64::from(b == slot && p == previous) << k)
+                            });
+                        let got = <u8 as Slot<u32>>::matches_back(later, slot, Some((earlier, previous)));
+                        assert_eq!(got, both, "{bytes:?} {slot} {previous}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn byte_matches_in_words_are_byte_matches() {
+        let mut state = 0x1234_5678_9ABC_DEF1u64;
+        for _ in 0..2000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let bytes: Vec<u8> = (0..20)
+                .map(|k| [0u8, 1, 0x7F, 0x80, 0xFF, b' '][(state >> (2 * k)) as usize % 6])
+                .collect();
+            for byte in [0u8, 1, 0x7F, 0x80, 0xFF, b' ', b'x'] {
+                for at in 0..6 {
+                    let expected = (0..16)
+                        .filter(|&j| bytes.get(at + j) == Some(&byte))
+                        .fold(0u32, |bits, j| bits | 1 << j);
+                    let expected = if at + 16 <= bytes.len() { expected } else { 0 };
+                    assert_eq!(
+                        byte_matches_in_words(&bytes, at, byte),
+                        expected,
+                        "{bytes:?} {at} {byte}"
+                    );
+                    assert_eq!(byte_matches(&bytes, at, byte), expected, "{bytes:?} {at} {byte}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn byte_runs_are_compared_eight_at_a_time() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..2000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let len = (state % 40) as usize;
+            let x: Vec<u8> = (0..len).map(|k| (k as u8).wrapping_mul(31)).collect();
+            let mut y = x.clone();
+            // Change one byte (or none) somewhere.
+            let at = (state >> 8) as usize % (len + 1);
+            if let Some(b) = y.get_mut(at) {
+                *b ^= 1 << ((state >> 20) % 8);
+            }
+            let expected = x.iter().rev().zip(y.iter().rev()).take_while(|(a, b)| a == b).count();
+            assert_eq!(<u8 as Slot<u32>>::same_ends(&x, &y), expected, "{x:?} {y:?}");
         }
     }
 
