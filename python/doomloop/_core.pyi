@@ -329,6 +329,7 @@ class ChantEngine:
         *,
         ignore_whitespace: bool = True,
         max_period: int = 1000,
+        seed: Optional[int] = None,
         _hash_key: Optional[Tuple[int, int]] = None,
         _event_type: Optional[Callable[..., Any]] = None,
     ) -> ChantEngine: ...

@@ -9,24 +9,30 @@ extends), so ``feed`` runs no Python code unless it finds a chant.
 
 The rule, exactly (positions count characters, i.e. code points, or tokens):
 
-* each position ends a window, ranked by the top 30 bits of a polynomial hash with a secret
-  per-detector key; windows of whitespace only have no rank when ``ignore_whitespace`` is
-  set;
+* each position ends a window, ranked by the top 30 bits of a polynomial hash with a
+  per-detector key (secret and random unless ``seed`` fixes it); windows of whitespace only
+  have no rank when ``ignore_whitespace`` is set;
 * a window is an *anchor* when its rank is no greater than the ranks of the previous 32
   windows (or the largest power of two <= ``content_chunk_size + max_repeated_chunks``
   when that is smaller): about one window in 33 of ordinary text, while in periodic text
   the period's smallest-rank window is an anchor at every occurrence;
 * an anchor is *counted* when it ends at least ``content_chunk_size`` after the same
   window's previous counted occurrence (so one long divider line is not a chant);
-* counted occurrences chain while the distance between them stays the same, at most
-  ``max_period + content_chunk_size - 1``, and the text between them is identical;
+* a counted occurrence extends its window's chain when it is one chain gap after the last
+  (a gap of at most ``max_period + content_chunk_size - 1``) and the text between is the
+  same as the gap before;
+* any other counted occurrence restarts the chain from the text: at the gap at which the
+  window occurs most often before it with identical text between each two occurrences
+  (the smallest such gap on a tie), counting those occurrences (so a window that occurs
+  several times within a chant's period chains at the period);
 * a chain of ``max_repeated_chunks`` occurrences is chanting. The text between occurrences
   is compared character by character, and the chain again before it is reported, so a hash
   collision cannot raise an alarm.
 
 A chant of period ``p <= max_period`` (that is not only whitespace) is reported within
 ``content_chunk_size + max_repeated_chunks * (p + content_chunk_size)`` characters of its
-start, however the text is split into chunks.
+start, whatever the detector's key, however the text is split into chunks
+(docs/chanting.md gives the argument).
 """
 
 from __future__ import annotations
@@ -95,11 +101,14 @@ class ChantDetector(ChantEngine):
             indentation, blank lines and padding never fire. False counts them too.
         max_period: the longest chant period caught (the proximity bound): occurrences
             further apart than ``max_period + content_chunk_size - 1`` do not chain.
+        seed: an int in ``0..2**64`` that fixes the detector's hash key, so a verdict can be
+            reproduced: detectors with the same seed and options report the same events at
+            the same positions. Default: a secret random key per detector.
 
-    Each detector hashes windows with its own secret random key (kept across
-    :meth:`reset`), so which window of a chant is tracked, and hence the exact offset at
-    which it is reported (always within the bound above), can differ between detectors; one
-    detector reports the same event for the same text however it is split.
+    Each detector hashes windows with its own key (kept across :meth:`reset`), so which
+    window of a chant is tracked, and hence the exact offset at which it is reported (always
+    within the bound above, whatever the key), can differ between detectors; one detector
+    reports the same event for the same text however it is split.
 
     Memory is fixed by the arguments (about ``(max_repeated_chunks + 1) * (max_period +
     content_chunk_size)`` symbols of history, see :attr:`history_size`), never by the
@@ -117,18 +126,22 @@ class ChantDetector(ChantEngine):
         *,
         ignore_whitespace: bool = True,
         max_period: int = 1000,
+        seed: Optional[int] = None,
         _hash_key: Optional[Tuple[int, int]] = None,
     ) -> ChantDetector:
         positive_int(_OWNER, "content_chunk_size", content_chunk_size)
         positive_int(_OWNER, "max_repeated_chunks", max_repeated_chunks)
         positive_int(_OWNER, "max_period", max_period)
         boolean(_OWNER, "ignore_whitespace", ignore_whitespace)
+        if seed is not None:
+            seed = positive_int(_OWNER, "seed", seed, minimum=0)
         engine = super().__new__(
             cls,
             content_chunk_size,
             max_repeated_chunks,
             ignore_whitespace=ignore_whitespace,
             max_period=max_period,
+            seed=seed,
             _hash_key=_hash_key,
             _event_type=ChantEvent,
         )

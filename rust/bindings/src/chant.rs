@@ -431,17 +431,21 @@ fn scan_tokens<T: Element + Copy>(
 
 #[pymethods]
 impl ChantEngine {
-    /// Build a detector (the Python subclass validates the arguments first). `_hash_key`
-    /// (base, salt) replaces the secret random key: for tests that model the rule exactly.
-    /// `_event_type` builds events from their fields as keywords (default: a dict).
+    /// Build a detector (the Python subclass validates the arguments first). `seed` derives
+    /// the hash key (`HashKey::from_seed`) instead of drawing a secret random one, so a
+    /// verdict can be reproduced; `_hash_key` (base, salt) gives the key itself, for tests
+    /// that model the rule exactly. `_event_type` builds events from their fields as keywords
+    /// (default: a dict).
     #[new]
-    #[pyo3(signature = (content_chunk_size = 50, max_repeated_chunks = 8, *, ignore_whitespace = true, max_period = 1000, _hash_key = None, _event_type = None))]
+    #[pyo3(signature = (content_chunk_size = 50, max_repeated_chunks = 8, *, ignore_whitespace = true, max_period = 1000, seed = None, _hash_key = None, _event_type = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         content_chunk_size: u64,
         max_repeated_chunks: u64,
         ignore_whitespace: bool,
         max_period: u64,
+        seed: Option<u64>,
         _hash_key: Option<(u64, u64)>,
         _event_type: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
@@ -454,7 +458,12 @@ impl ChantEngine {
         if let Some(problem) = config.problem() {
             return Err(PyValueError::new_err(format!("ChantDetector.{problem}")));
         }
-        let key = _hash_key.map_or_else(HashKey::random, |(base, salt)| HashKey { base, salt });
+        let key = match (seed, _hash_key) {
+            (Some(_), Some(_)) => return Err(PyValueError::new_err("ChantDetector takes seed or _hash_key, not both")),
+            (Some(seed), None) => HashKey::from_seed(seed),
+            (None, Some((base, salt))) => HashKey { base, salt },
+            (None, None) => HashKey::random(),
+        };
         let event_type = match _event_type {
             Some(event_type) if event_type.bind(py).is_callable() => event_type,
             Some(_) => return Err(PyTypeError::new_err("_event_type must be callable")),
