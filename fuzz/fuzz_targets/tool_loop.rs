@@ -352,6 +352,8 @@ fuzz_target!(|input: (Config, Vec<Op>)| {
         generic_repeat: s & 0x81 != 0x81,
         known_poll: s & 0x82 != 0x82,
         ping_pong: s & 0x84 != 0x84,
+        // Read by the result normalisation only (outside this target).
+        hash_plain_results: true,
         detect: s & 0x88 != 0x88,
         record_calls: s & 0x90 != 0x90,
         guard_enabled: s & 0xa0 != 0xa0,

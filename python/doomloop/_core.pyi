@@ -292,9 +292,15 @@ class GuardEngine:
         """Attempts left in the armed window (0: not armed)."""
 
 def tool_result_hash(
-    tool: str, params: _ToolParams, *, result: Any = None, error: Union[BaseException, str, None] = None
+    tool: str,
+    params: _ToolParams,
+    *,
+    result: Any = None,
+    error: Union[BaseException, str, None] = None,
+    hash_plain_results: Optional[bool] = None,
 ) -> Optional[int]:
-    """The result hash a tool-loop detector records for this outcome (built-in rules)."""
+    """The result hash a tool-loop detector records for this outcome (built-in rules).
+    ``hash_plain_results`` as the detector's setting; None: as ``ToolLoopDetector()`` (on)."""
 
 CHANT_DETACH_THRESHOLD: int
 """Text chunks of at least this many bytes (code points, for long non-ASCII text), and token

@@ -1,6 +1,7 @@
 """Property test: the Rust detector against a small pure-Python model of the spec's rules
-(history, run scoping, the five detectors, veto stickiness, warning buckets, the guard) on
-random call sequences."""
+(history, run scoping, the five detectors, veto stickiness, warning buckets, the guard) and
+doomloop's own (plain results hashed by value, switched on or off) on random call
+sequences."""
 
 from __future__ import annotations
 
@@ -141,6 +142,7 @@ call_step = st.tuples(
     st.sampled_from([None, "r1", "r2"]),
     st.one_of(
         st.tuples(st.just("result"), st.integers(0, 2)),
+        st.tuples(st.just("plain"), st.integers(0, 2)),
         st.tuples(st.just("error"), st.sampled_from(["Unknown tool: deploy", "Unknown tool: other", "boom"])),
         st.just(("none", 0)),
     ),
@@ -158,6 +160,7 @@ step = st.one_of(call_step, st.just("arm"))
             "global": st.integers(1, 10),
             "unknown": st.integers(1, 4),
             "window": st.integers(1, 3),
+            "plain": st.booleans(),
         }
     ),
     steps=st.lists(step, max_size=60),
@@ -171,6 +174,7 @@ def test_engine_matches_the_model(cfg: Dict[str, int], steps: List[Any]) -> None
         global_circuit_breaker_threshold=cfg["global"],
         unknown_tool_threshold=cfg["unknown"],
         post_compaction_window_size=cfg["window"],
+        hash_plain_results=cfg["plain"],
     )
     for index, item in enumerate(steps):
         if item == "arm":
@@ -180,8 +184,9 @@ def test_engine_matches_the_model(cfg: Dict[str, int], steps: List[Any]) -> None
         tool, variant, run_id, (kind, value) = item
         params = {"action": ["poll", "log", "kill"][variant]} if tool == "process" else {"v": variant}
         poll = tool == "process" and variant < 2
-        # Results: plain ints hash by value; errors hash apart from results.
-        model_result = None if kind == "none" else (kind, value)
+        # Results: plain ints hash by value; errors hash apart from results; a mapping with
+        # neither content nor details by value too, or (OpenClaw) all alike.
+        model_result = None if kind == "none" else (kind, value if kind != "plain" or cfg["plain"] else None)
         unknown = None
         if kind == "error":
             unknown = value.split(": ")[1] if value.startswith("Unknown tool") else None
@@ -192,6 +197,8 @@ def test_engine_matches_the_model(cfg: Dict[str, int], steps: List[Any]) -> None
             outcome = detector.after_tool_call(tool, params, result=decision.blocked_result, run_id=run_id)
         elif kind == "error":
             outcome = detector.after_tool_call(tool, params, error=value, run_id=run_id)
+        elif kind == "plain":
+            outcome = detector.after_tool_call(tool, params, result={"output": value}, run_id=run_id)
         else:
             outcome = detector.after_tool_call(tool, params, result=None if kind == "none" else value, run_id=run_id)
         v = decision.verdict

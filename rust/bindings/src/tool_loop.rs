@@ -251,6 +251,8 @@ pub struct ToolLoopEngine {
     on_compaction_loop: Option<Py<PyAny>>,
     /// How the thresholds were reordered at construction (for the Python layer to log).
     fixes: Vec<String>,
+    /// `hash_plain_results`, read without the lock (the config never changes).
+    plain_by_value: bool,
 }
 
 impl ToolLoopEngine {
@@ -357,6 +359,7 @@ impl ToolLoopEngine {
         }
         let (config, fixes) = LoopConfig::from_values(&checked(&TOOL_LOOP, settings)?);
         Ok(ToolLoopEngine {
+            plain_by_value: config.hash_plain_results,
             state: Mutex::new(NamedSession::new(config)),
             rules: Rules::from_options(tool_aliases, known_poll_tools, volatile_keys, normalisers, send_like)?,
             memo: Mutex::default(),
@@ -420,7 +423,7 @@ impl ToolLoopEngine {
         tool_call_id: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<ToolOutcome>> {
         let call = parse_call(self.rules(), Some(&self.memo), tool, params, run_id, tool_call_id)?;
-        let normalised = normalise(self.rules(), &call, result, error)?;
+        let normalised = normalise(self.rules(), &call, result, error, self.plain_by_value)?;
         if let Some(outcome) = normalised.outcome {
             self.lock(py).record_outcome(
                 &call.key,
@@ -493,7 +496,7 @@ impl ToolLoopEngine {
         let py = slf.py();
         let engine = slf.get();
         let call = parse_call(engine.rules(), Some(&engine.memo), tool, params, run_id, tool_call_id)?;
-        let normalised = normalise(engine.rules(), &call, result, error)?;
+        let normalised = normalise(engine.rules(), &call, result, error, engine.plain_by_value)?;
         let verdict = engine.lock(py).after_call(
             &call.key,
             call.call_id,
@@ -606,7 +609,8 @@ impl GuardEngine {
         error: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<GuardVerdict>>> {
         let call = parse_call(None, None, tool, params, None, None)?;
-        let Some(outcome) = normalise(None, &call, result, error)?.outcome else {
+        // OpenClaw's guard, OpenClaw's hashing.
+        let Some(outcome) = normalise(None, &call, result, error, false)?.outcome else {
             return Ok(None);
         };
         let verdict = self.lock(py).observe(call.key.tool, call.key.args, outcome.result);
@@ -646,15 +650,20 @@ impl GuardEngine {
 }
 
 /// The result hash a detector records for this outcome (`None`: nothing recorded), with the
-/// built-in normalisation rules.
+/// built-in normalisation rules; `hash_plain_results` as the detector's setting (by default
+/// the settings table's, as `ToolLoopDetector()` has it).
 #[pyfunction]
-#[pyo3(signature = (tool, params, *, result = None, error = None))]
+#[pyo3(signature = (tool, params, *, result = None, error = None, hash_plain_results = None))]
 pub fn tool_result_hash(
     tool: &Bound<'_, PyAny>,
     params: &Bound<'_, PyAny>,
     result: Option<&Bound<'_, PyAny>>,
     error: Option<&Bound<'_, PyAny>>,
+    hash_plain_results: Option<bool>,
 ) -> PyResult<Option<u64>> {
+    let plain_by_value = hash_plain_results.unwrap_or_else(|| LoopConfig::default().hash_plain_results);
     let call = parse_call(None, None, tool, params, None, None)?;
-    Ok(normalise(None, &call, result, error)?.outcome.map(|o| o.result))
+    Ok(normalise(None, &call, result, error, plain_by_value)?
+        .outcome
+        .map(|o| o.result))
 }

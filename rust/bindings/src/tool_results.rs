@@ -360,11 +360,14 @@ pub(crate) fn error_text<'py>(error: &Bound<'py, PyAny>) -> PyResult<Bound<'py, 
     )))
 }
 
+/// The outcome of `call` given its result or error; `plain_by_value` hashes results that are
+/// not OpenClaw-shaped by value (`LoopConfig::hash_plain_results`).
 pub(crate) fn normalise(
     rules: Option<&Rules>,
     call: &Call<'_>,
     result: Option<&Bound<'_, PyAny>>,
     error: Option<&Bound<'_, PyAny>>,
+    plain_by_value: bool,
 ) -> PyResult<Normalised> {
     if let Some(error) = error.filter(|e| !e.is_none()) {
         let text = error_text(error)?;
@@ -392,6 +395,7 @@ pub(crate) fn normalise(
         params.as_ref(),
         &PyValue::of(result),
         rules.map(|r| &r.plain),
+        plain_by_value,
         &mut extensions,
     )?;
     Ok(Normalised {

@@ -140,9 +140,12 @@ pub static SESSION: Schema = Schema {
     ],
 };
 
-/// `LoopDetectionConfig`: OpenClaw's `tools.loopDetection` settings (its defaults and caps).
+/// `LoopDetectionConfig`: OpenClaw's `tools.loopDetection` settings (its defaults and caps),
+/// then doomloop's own switches, appended so positional arguments keep their meaning.
 /// `enabled` defaults to true for a config built in Python; an OpenClaw block without the
-/// key leaves it unset.
+/// key leaves it unset. The doomloop switches (`hash_plain_results`) are on for a config
+/// built in Python; OpenClaw has no such keys, so the OpenClaw-shaped paths turn them off and
+/// keep its recorded behaviour.
 pub static TOOL_LOOP: Schema = Schema {
     owner: "LoopDetectionConfig",
     settings: &[
@@ -160,6 +163,7 @@ pub static TOOL_LOOP: Schema = Schema {
         switch("known_poll_no_progress", true),
         switch("ping_pong", true),
         count("post_compaction_window_size", 3, 1, MAX_GUARD_WINDOW),
+        switch("hash_plain_results", true),
     ],
 };
 

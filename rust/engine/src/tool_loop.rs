@@ -34,6 +34,9 @@ pub struct LoopConfig {
     pub generic_repeat: bool,
     pub known_poll: bool,
     pub ping_pong: bool,
+    /// Results that are mappings with neither `content` nor `details` hash by their canonical
+    /// value (OpenClaw hashes every such mapping alike); read by the result normalisation.
+    pub hash_plain_results: bool,
     /// Run the detectors (`enabled: true`).
     pub detect: bool,
     /// Record calls before execution and feed the guard (`enabled` not explicitly false).
@@ -43,21 +46,9 @@ pub struct LoopConfig {
 }
 
 impl Default for LoopConfig {
+    /// The settings table's defaults (a config built in Python).
     fn default() -> Self {
-        LoopConfig {
-            history_size: 30,
-            warning: 10,
-            critical: 20,
-            unknown_tool: 10,
-            global: 30,
-            generic_repeat: true,
-            known_poll: true,
-            ping_pong: true,
-            detect: true,
-            record_calls: true,
-            guard_enabled: true,
-            guard_window: 3,
-        }
+        LoopConfig::from_values(&TOOL_LOOP.defaults()).0
     }
 }
 
@@ -71,9 +62,10 @@ impl LoopConfig {
         let get = |name: &str| {
             TOOL_LOOP
                 .index(name)
-                .and_then(|i| values.get(i).copied())
+                .and_then(|i| values.get(i).copied().or(Some(TOOL_LOOP.settings[i].default)))
                 .unwrap_or(Value::Unset)
         };
+        let switch = |name: &str| get(name).switch().unwrap_or(false);
         // Checked values are within `MAX_THRESHOLD` (`i32::MAX`), so `+ 1` fits a u32.
         let threshold = |name: &str| u32::try_from(get(name).count()).unwrap_or(i32::MAX as u32);
         let warning = threshold("warning_threshold");
@@ -101,9 +93,10 @@ impl LoopConfig {
             critical,
             unknown_tool: threshold("unknown_tool_threshold"),
             global,
-            generic_repeat: get("generic_repeat").switch().unwrap_or(true),
-            known_poll: get("known_poll_no_progress").switch().unwrap_or(true),
-            ping_pong: get("ping_pong").switch().unwrap_or(true),
+            generic_repeat: switch("generic_repeat"),
+            known_poll: switch("known_poll_no_progress"),
+            ping_pong: switch("ping_pong"),
+            hash_plain_results: switch("hash_plain_results"),
             detect: enabled == Some(true),
             record_calls: enabled != Some(false),
             guard_enabled: enabled != Some(false),
