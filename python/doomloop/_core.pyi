@@ -139,8 +139,8 @@ class LoopVerdict:
         """``"warning"``, ``"critical"`` or None when not stuck."""
     @property
     def detector(self) -> Optional[str]:
-        """``generic_repeat``, ``known_poll_no_progress``, ``ping_pong``, ``unknown_tool_repeat``
-        or ``global_circuit_breaker``."""
+        """``generic_repeat``, ``known_poll_no_progress``, ``ping_pong``, ``unknown_tool_repeat``,
+        ``global_circuit_breaker``, or doomloop's ``cycle`` and ``argument_churn``."""
     @property
     def count(self) -> int: ...
     @property

@@ -32,7 +32,7 @@ _DETECTORS: Dict[str, str] = {
 _GUARD_KEYS = {"windowSize": "post_compaction_window_size"}
 # doomloop's own rules and hashing, which OpenClaw does not have: off for every OpenClaw
 # config, so it behaves as OpenClaw does.
-_DOOMLOOP_ONLY = ("hash_plain_results",)
+_DOOMLOOP_ONLY = ("hash_plain_results", "cycle", "argument_churn")
 _BLOCK_KEYS = {"enabled", "detectors", "postCompactionGuard", *_NUMBERS}
 # Pairs that must be strictly increasing where a block gives both.
 _ORDERED = (

@@ -23,10 +23,12 @@ class LoopDetectionConfig(Settings):
     default (unset). Thresholds need not be ordered here: at run time ``critical`` is raised
     to ``warning + 1`` and ``global`` to ``critical + 1`` where needed, with a logged warning.
 
-    The last switch is doomloop's, not OpenClaw's: ``hash_plain_results`` (a result mapping
-    with neither ``content`` nor ``details`` hashes by its value, not as OpenClaw's empty
-    ``{details, text}``). It defaults to on here; :meth:`from_openclaw` turns it off, so an
-    OpenClaw config behaves exactly as OpenClaw does (docs/tool-loop.md).
+    The last three switches are doomloop's, not OpenClaw's: ``hash_plain_results`` (a result
+    mapping with neither ``content`` nor ``details`` hashes by its value, not as OpenClaw's
+    empty ``{details, text}``), ``cycle`` (a cycle of 3 to 8 calls repeated) and
+    ``argument_churn`` (one tool cycling through a few argument sets whose outcomes never
+    change). They default to on here; :meth:`from_openclaw` turns them off, so an
+    OpenClaw config behaves exactly as OpenClaw does (docs/tool-loop.md describes each rule).
 
     Immutable, compared, hashed, pickled and copied by value. A value of the wrong type
     raises ``TypeError`` and one out of range :class:`~doomloop.ConfigError` (a
@@ -48,6 +50,8 @@ class LoopDetectionConfig(Settings):
     ping_pong: bool
     post_compaction_window_size: int
     hash_plain_results: bool
+    cycle: bool
+    argument_churn: bool
 
     def __init__(
         self,
@@ -62,6 +66,8 @@ class LoopDetectionConfig(Settings):
         ping_pong: bool = _D["ping_pong"],
         post_compaction_window_size: int = _D["post_compaction_window_size"],
         hash_plain_results: bool = _D["hash_plain_results"],
+        cycle: bool = _D["cycle"],
+        argument_churn: bool = _D["argument_churn"],
     ) -> None:
         self._set_all(
             enabled,
@@ -75,6 +81,8 @@ class LoopDetectionConfig(Settings):
             ping_pong,
             post_compaction_window_size,
             hash_plain_results,
+            cycle,
+            argument_churn,
         )
 
     @classmethod
@@ -89,8 +97,9 @@ class LoopDetectionConfig(Settings):
         unordered thresholds given in one block. ``strict=False`` applies OpenClaw's run-time
         rules: a bad value falls back to its default (logged), one above a cap is capped.
         ``cfg=None`` (no block at all) gives OpenClaw's defaults with ``enabled`` unset.
-        OpenClaw has no key for doomloop's own switch (``hash_plain_results``): strict parsing
-        rejects one as an unknown key, and every config read here has it off.
+        OpenClaw has no keys for doomloop's own switches (``cycle``, ``argument_churn``,
+        ``hash_plain_results``): strict parsing rejects them as unknown keys, and every config
+        read here has them off.
         """
         if cfg is None:
             _validate.boolean("LoopDetectionConfig.from_openclaw", "strict", strict)

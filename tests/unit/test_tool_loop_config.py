@@ -63,7 +63,7 @@ def test_from_openclaw_merges_the_agent_block() -> None:
 
 
 # OpenClaw's rules only: doomloop's own switches off.
-OPENCLAW_ONLY = {"hash_plain_results": False}
+OPENCLAW_ONLY = {"cycle": False, "argument_churn": False, "hash_plain_results": False}
 
 
 def test_openclaw_defaults() -> None:

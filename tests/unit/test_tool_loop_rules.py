@@ -1,14 +1,17 @@
-"""ToolLoopDetector beyond what OpenClaw's recorded vectors cover: results that are not
-OpenClaw-shaped hashed by value (on in a config built in Python, off in the OpenClaw paths),
-and params that are any JSON-like value."""
+"""doomloop's own tool-loop rules, on in a config built in Python and off in the OpenClaw
+paths: cycles of 3 to 8 calls, argument churn, results that are not OpenClaw-shaped hashed by
+value, and params that are any JSON-like value."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, List, Tuple
 
 import pytest
 
 from doomloop import ConfigError, LoopDetectionConfig, ToolLoopDetector, tool_result_hash
+
+Call = Tuple[str, Any]
 
 
 def run(detector: ToolLoopDetector, tool: str, params: Any, result: Any) -> Any:
@@ -31,6 +34,115 @@ def flags(detector: ToolLoopDetector, calls: List[Tuple[str, Any, Any]]) -> List
 
 def openclaw() -> ToolLoopDetector:
     return ToolLoopDetector.from_openclaw({"enabled": True})
+
+
+FIVE: List[Call] = [
+    ("read_file", {"path": "a.py"}),
+    ("grep", {"pattern": "x"}),
+    ("edit", {"path": "a.py", "old": "x", "new": "y"}),
+    ("run_tests", {}),
+    ("git_diff", {}),
+]
+
+
+def cycle_calls(cycle: List[Call], rounds: int, changing: bool = False) -> List[Tuple[str, Any, Any]]:
+    return [
+        (tool, params, f"{tool} result" + (f" {n}" if changing else ""))
+        for n in range(rounds * len(cycle))
+        for tool, params in [cycle[n % len(cycle)]]
+    ]
+
+
+# --- cycles -------------------------------------------------------------------------------
+
+
+def test_a_cycle_of_five_calls_warns_at_ten_and_is_blocked_at_twenty() -> None:
+    detector = ToolLoopDetector()
+    found = flags(detector, cycle_calls(FIVE, 4)[:20])
+    assert found[0] == (9, "warning", "cycle", 10)
+    assert found[9] == (18, "warning", "cycle", 19)
+    assert found[10] == (19, "critical", "cycle", 20)
+    # The veto is not recorded: a retry is blocked again at the same count.
+    retry = detector.before_tool_call(*FIVE[19 % 5])
+    assert (retry.blocked, retry.verdict.detector, retry.verdict.count) == (True, "cycle", 20)
+    # OpenClaw's rules never flag it (each call recurs only six times in thirty).
+    assert flags(openclaw(), cycle_calls(FIVE, 6)) == []
+
+
+def test_a_cycle_names_its_calls_and_keeps_one_warning_key() -> None:
+    detector = ToolLoopDetector()
+    verdicts = [run(detector, tool, params, result).verdict for tool, params, result in cycle_calls(FIVE, 3)]
+    flagged = [v for v in verdicts if v.stuck]
+    assert len(flagged) == 6
+    # The 10th call (git_diff) is the first flagged; the calls are named from it, in order.
+    assert flagged[0].message.startswith(
+        "WARNING: You are repeating a cycle of 5 tool calls "
+        "(git_diff -> read_file -> grep -> edit -> run_tests) (10 consecutive calls)."
+    )
+    assert "(read_file -> grep -> edit -> run_tests -> git_diff) (11 consecutive calls)" in flagged[1].message
+    # One key for the whole cycle, whichever of its calls is made: it is emitted once.
+    assert len({v.warning_key for v in flagged}) == 1
+    assert flagged[0].warning_key.startswith("cycle:")
+    assert flagged[0].warning_key.count(">") == 4
+    assert flagged[0].paired_tool_name is None
+
+
+def test_a_cycle_whose_results_change_is_progress_and_only_warned_about() -> None:
+    found = flags(ToolLoopDetector(), cycle_calls(FIVE, 8, changing=True))
+    assert found and all(level == "warning" for _, level, _, _ in found)
+
+
+@pytest.mark.parametrize("period", [3, 4, 6, 8])
+def test_every_period_from_three_to_eight(period: int) -> None:
+    cycle = [(f"tool{i}", {"n": i}) for i in range(period)]
+    found = flags(ToolLoopDetector(), cycle_calls(cycle, 8)[:20])
+    # A cycle is one once it has been repeated: two full rounds, and the warning threshold.
+    first_warning = max(10, 2 * period) - 1
+    assert found[0] == (first_warning, "warning", "cycle", first_warning + 1)
+    assert found[-1] == (19, "critical", "cycle", 20)
+
+
+def test_the_cycle_switch() -> None:
+    assert flags(ToolLoopDetector(cycle=False), cycle_calls(FIVE, 6)) == []
+
+
+# --- argument churn -------------------------------------------------------------------------
+
+# One tool, three argument sets in no fixed order, each with its own unchanging result.
+CHURN_ORDER = [0, 1, 1, 2, 0, 2, 1, 0, 0, 2, 1, 2, 0, 1, 2, 2, 0, 1, 0, 2, 1, 1, 0]
+
+
+def churn_calls(order: List[int]) -> List[Tuple[str, Any, Any]]:
+    return [("search", {"query": f"q{i}"}, f"hits for q{i}") for i in order]
+
+
+def test_argument_churn_warns_then_blocks() -> None:
+    found = flags(ToolLoopDetector(), churn_calls(CHURN_ORDER))
+    assert found[0] == (10, "warning", "argument_churn", 10)
+    assert found[-1] == (22, "critical", "argument_churn", 20)
+    assert flags(openclaw(), churn_calls(CHURN_ORDER)) == []
+    assert flags(ToolLoopDetector(argument_churn=False), churn_calls(CHURN_ORDER)) == []
+
+
+def test_argument_churn_names_the_tool_and_its_argument_sets() -> None:
+    detector = ToolLoopDetector()
+    for tool, params, result in churn_calls(CHURN_ORDER[:10]):
+        run(detector, tool, params, result)
+    verdict = detector.check("search", {"query": "q0"})
+    assert verdict.detector == "argument_churn"
+    assert verdict.message.startswith("WARNING: You have called search 10 times cycling through the same 3 argument sets")
+    assert verdict.warning_key.startswith("churn:search:")
+
+
+def test_changing_results_or_new_calls_are_no_churn() -> None:
+    # A set whose result changed is progress: the churn starts over after it.
+    calls = churn_calls(CHURN_ORDER)
+    calls[8] = (calls[8][0], calls[8][1], "new hits")
+    found = flags(ToolLoopDetector(), calls)
+    assert found[0][0] == 19
+    # Reading new things, each once, with one unchanging result: no churn.
+    batch = [("read", {"path": f"f{i}.py"}, "ok") for i in range(30)]
+    assert flags(ToolLoopDetector(), batch) == []
 
 
 # --- results that are not OpenClaw-shaped ----------------------------------------------------
@@ -125,36 +237,56 @@ def test_normalisers_get_the_params_as_given() -> None:
 # --- configuration ------------------------------------------------------------------------
 
 
-def test_the_openclaw_paths_hash_plain_results_as_openclaw_does() -> None:
-    assert LoopDetectionConfig().hash_plain_results is True
+def test_the_openclaw_paths_turn_doomloops_rules_off() -> None:
+    own = ("cycle", "argument_churn", "hash_plain_results")
+    native = LoopDetectionConfig()
+    assert all(getattr(native, name) is True for name in own)
     for config in (
         LoopDetectionConfig.from_openclaw(None),
         LoopDetectionConfig.from_openclaw({"enabled": True}),
         LoopDetectionConfig.from_openclaw({"tools": {"loopDetection": {"enabled": True}}}, strict=False),
         ToolLoopDetector.from_openclaw({"enabled": True}).config,
     ):
-        assert config.hash_plain_results is False
-    # An OpenClaw block has no key for it: strict parsing rejects one as unknown.
+        assert all(getattr(config, name) is False for name in own)
+    # An OpenClaw block has no keys for them: strict parsing rejects one as unknown.
     with pytest.raises(ConfigError) as caught:
-        LoopDetectionConfig.from_openclaw({"hashPlainResults": True})
-    assert caught.value.path == "tools.loopDetection.hashPlainResults"
-    # It can still be switched on for an OpenClaw config, by keyword.
-    assert ToolLoopDetector.from_openclaw({"enabled": True}, hash_plain_results=True).config.hash_plain_results is True
+        LoopDetectionConfig.from_openclaw({"detectors": {"cycle": True}})
+    assert caught.value.path == "tools.loopDetection.detectors.cycle"
+    for unknown in ({"argumentChurn": True}, {"hashPlainResults": True}):
+        with pytest.raises(ConfigError):
+            LoopDetectionConfig.from_openclaw(unknown)
+    # They can still be switched on for an OpenClaw config, by keyword.
+    assert ToolLoopDetector.from_openclaw({"enabled": True}, cycle=True).config.cycle is True
 
 
 def test_to_openclaw_leaves_doomloops_switches_out() -> None:
     config = LoopDetectionConfig(warning_threshold=4, critical_threshold=9)
     block = config.to_openclaw()
-    assert "hash_plain_results" not in block and "hashPlainResults" not in block
-    assert LoopDetectionConfig.from_openclaw(block) == config.replace(hash_plain_results=False)
+    assert not {"cycle", "argument_churn", "hash_plain_results", "argumentChurn"} & (set(block) | set(block["detectors"]))
+    back = LoopDetectionConfig.from_openclaw(block)
+    assert back == config.replace(cycle=False, argument_churn=False, hash_plain_results=False)
 
 
-def test_the_switch_is_checked() -> None:
-    with pytest.raises(TypeError, match=r"LoopDetectionConfig\.hash_plain_results: must be a bool"):
-        LoopDetectionConfig(hash_plain_results=1)
+@pytest.mark.parametrize("name", ["cycle", "argument_churn", "hash_plain_results"])
+def test_switches_are_checked(name: str) -> None:
+    with pytest.raises(TypeError, match=rf"LoopDetectionConfig\.{name}: must be a bool"):
+        LoopDetectionConfig(**{name: 1})
 
 
 def test_positional_arguments_keep_their_meaning() -> None:
     # doomloop's switches come after OpenClaw's settings.
-    config = LoopDetectionConfig(True, 30, 10, 20, 10, 30, True, True, True, 3, False)
-    assert (config.post_compaction_window_size, config.hash_plain_results) == (3, False)
+    config = LoopDetectionConfig(True, 30, 10, 20, 10, 30, True, True, True, 3, True, False)
+    assert (config.post_compaction_window_size, config.hash_plain_results, config.cycle, config.argument_churn) == (
+        3,
+        True,
+        False,
+        True,
+    )
+
+
+def test_findings_are_logged_naming_the_rule(caplog: pytest.LogCaptureFixture) -> None:
+    detector = ToolLoopDetector()
+    with caplog.at_level(logging.WARNING, logger="doomloop"):
+        for tool, params, result in cycle_calls(FIVE, 2):
+            run(detector, tool, params, result)
+    assert [r.getMessage()[:44] for r in caplog.records] == ["tool loop warning (cycle, count 10): WARNING"]

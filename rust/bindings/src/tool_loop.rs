@@ -238,6 +238,8 @@ struct FindingNames {
     finding: Finding,
     source_tool: Option<String>,
     source_unknown: Option<String>,
+    /// A cycle's calls in call order (empty for other findings).
+    cycle: Vec<(String, u64)>,
 }
 
 #[pyclass(module = "doomloop._core", subclass, frozen)]
@@ -265,12 +267,13 @@ impl ToolLoopEngine {
         self.rules.as_deref()
     }
 
-    fn names_of(session: &NamedSession, finding: Finding) -> FindingNames {
+    fn names_of(session: &NamedSession, finding: Finding, call: &Call<'_>) -> FindingNames {
         let (tool, unknown) = session.source_names(&finding);
         FindingNames {
             finding,
             source_tool: tool.map(str::to_owned),
             source_unknown: unknown.map(str::to_owned),
+            cycle: session.cycle_calls(&finding, &call.key, &call.tool.to_string_lossy()),
         }
     }
 }
@@ -286,6 +289,7 @@ fn verdict_of(py: Python<'_>, call: &Call<'_>, found: Option<FindingNames>) -> P
         call.key.args,
         found.source_tool.as_deref(),
         found.source_unknown.as_deref(),
+        &found.cycle,
     );
     let paired_tool_name = match f.detector {
         Detector::PingPong => found.source_tool,
@@ -388,7 +392,7 @@ impl ToolLoopEngine {
         let call = parse_call(self.rules(), Some(&self.memo), tool, params, run_id, None)?;
         let found = {
             let session = self.lock(py);
-            session.detect(&call.key).map(|f| Self::names_of(&session, f))
+            session.detect(&call.key).map(|f| Self::names_of(&session, f, &call))
         };
         verdict_of(py, &call, found)
     }
@@ -452,7 +456,7 @@ impl ToolLoopEngine {
         let (decision, found): (Decision, Option<FindingNames>) = {
             let mut session = engine.lock(py);
             let decision = session.before_call(&call.key, call.call_id, &tool_name);
-            let found = decision.finding.map(|f| Self::names_of(&session, f));
+            let found = decision.finding.map(|f| Self::names_of(&session, f, &call));
             (decision, found)
         };
         if found.is_none() {
