@@ -6,8 +6,9 @@
 //! Properties:
 //! - with thresholds ordered as the Python layer resolves them, every decision (verdict,
 //!   block, warning emission, paired tool) and guard verdict is the one of a plain model of
-//!   the spec (the port of `tests/test_tool_loop_model.py`, with the detector switches), and
-//!   the history has the model's length;
+//!   the spec and of doomloop's own rules, cycles and argument churn (the port of
+//!   `tests/models/test_tool_loop_model.py`, with the detector switches), and the history has
+//!   the model's length;
 //! - for any accepted config: `detect` has no side effects and is what `before_call` decides;
 //!   a critical verdict blocks and records nothing; only warnings are emitted; the guard
 //!   aborts only when armed, with a full window;
@@ -40,6 +41,8 @@ struct Config {
     /// Small thresholds (the loops happen) unless set.
     raw: bool,
     switches: u8,
+    /// doomloop's own rules (cycle, argument churn), mostly on.
+    own_switches: u8,
 }
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -124,6 +127,77 @@ enum BucketKey {
     Generic(u64),
     Poll(u64, u64),
     PingPong(u64, u64),
+    /// A cycle's calls, rotated to start at the smallest rotation.
+    Cycle(Vec<u64>),
+    /// The tool and its repeated argument sets, sorted.
+    Churn(u64, Vec<u64>),
+}
+
+/// No shorter pattern repeated makes up `pattern`.
+fn primitive(pattern: &[u64]) -> bool {
+    let p = pattern.len();
+    !(1..p).any(|d| p % d == 0 && (0..p).all(|i| pattern[i] == pattern[i % d]))
+}
+
+/// The longest cycle of 3 to 8 calls that `args` continues, over two full rounds at least:
+/// (count, no-progress evidence, the cycle up to rotation); ties to the shorter period.
+fn model_cycle(h: &[&ModelRecord], args: u64) -> Option<(u32, bool, Vec<u64>)> {
+    let newest: Vec<&ModelRecord> = h.iter().rev().copied().collect();
+    let mut best: Option<(u32, bool, Vec<u64>)> = None;
+    for p in 3..=8 {
+        if newest.len() < p {
+            break;
+        }
+        let pattern: Vec<u64> = newest[..p].iter().map(|r| r.id).collect();
+        if pattern[p - 1] != args || !primitive(&pattern) {
+            continue;
+        }
+        let tail = (0..newest.len())
+            .take_while(|&j| newest[j].id == pattern[j % p])
+            .count();
+        let mut seen: Vec<(u64, u64)> = Vec::new();
+        let mut evidence = true;
+        for r in &newest[..tail] {
+            match (r.result, seen.iter().find(|s| s.0 == r.id)) {
+                (None, _) => evidence = false,
+                (Some(res), Some(&(_, first))) => evidence &= res == first,
+                (Some(res), None) => seen.push((r.id, res)),
+            }
+        }
+        let calls: Vec<u64> = pattern.iter().rev().copied().collect();
+        let key = (0..p)
+            .map(|start| (0..p).map(|i| calls[(start + i) % p]).collect::<Vec<u64>>())
+            .min()
+            .unwrap_or_default();
+        let count = tail as u32 + 1;
+        if count >= 2 * p as u32 && best.as_ref().is_none_or(|b| count > b.0) {
+            best = Some((count, evidence, key));
+        }
+    }
+    best
+}
+
+/// One tool cycling through a few argument sets with unchanged outcomes: (count, the
+/// repeated sets, sorted).
+fn model_churn(h: &[&ModelRecord], tool: u64, args: u64) -> Option<(u32, Vec<u64>)> {
+    let mut sets: Vec<(u64, u64, u32)> = Vec::new();
+    let mut count = 0u32;
+    for r in h.iter().rev() {
+        let Some(result) = r.result.filter(|_| r.tool == tool) else {
+            break;
+        };
+        match sets.iter().position(|s| s.0 == r.id) {
+            Some(i) if sets[i].1 != result => break,
+            Some(i) => sets[i].2 += 1,
+            None if sets.len() == 8 => break,
+            None => sets.push((r.id, result, 1)),
+        }
+        count += 1;
+    }
+    let mut repeated: Vec<u64> = sets.iter().filter(|s| s.2 >= 3).map(|s| s.0).collect();
+    repeated.sort_unstable();
+    let probes = count - sets.iter().filter(|s| s.2 >= 3).map(|s| s.2).sum::<u32>();
+    (repeated.len() >= 2 && probes <= (count / 5).max(1) && repeated.contains(&args)).then_some((count, repeated))
 }
 
 type Verdict = (Level, Detector, u32, Option<u8>);
@@ -235,14 +309,35 @@ impl Model {
                 }
             }
         }
-        if !k.known_poll && c.generic_repeat {
-            if streak >= c.critical {
-                return (Some((Level::Critical, Detector::GenericRepeat, streak, None)), None);
+        if c.cycle {
+            if let Some((count, evidence, calls)) = model_cycle(&h, k.args) {
+                if count >= c.critical && evidence {
+                    return (Some((Level::Critical, Detector::Cycle, count, None)), None);
+                }
+                if count >= c.warning {
+                    let key = BucketKey::Cycle(calls);
+                    return (Some((Level::Warning, Detector::Cycle, count, None)), Some(key));
+                }
             }
-            if recent >= c.warning {
-                let key = BucketKey::Generic(k.args);
-                return (Some((Level::Warning, Detector::GenericRepeat, recent, None)), Some(key));
+        }
+        let generic = !k.known_poll && c.generic_repeat;
+        if generic && streak >= c.critical {
+            return (Some((Level::Critical, Detector::GenericRepeat, streak, None)), None);
+        }
+        if c.argument_churn {
+            if let Some((count, sets)) = model_churn(&h, k.tool, k.args) {
+                if count >= c.critical {
+                    return (Some((Level::Critical, Detector::ArgumentChurn, count, None)), None);
+                }
+                if count >= c.warning {
+                    let key = BucketKey::Churn(k.tool, sets);
+                    return (Some((Level::Warning, Detector::ArgumentChurn, count, None)), Some(key));
+                }
             }
+        }
+        if generic && recent >= c.warning {
+            let key = BucketKey::Generic(k.args);
+            return (Some((Level::Warning, Detector::GenericRepeat, recent, None)), Some(key));
         }
         (None, None)
     }
@@ -352,6 +447,10 @@ fuzz_target!(|input: (Config, Vec<Op>)| {
         generic_repeat: s & 0x81 != 0x81,
         known_poll: s & 0x82 != 0x82,
         ping_pong: s & 0x84 != 0x84,
+        cycle: cfg.own_switches & 0x81 != 0x81,
+        argument_churn: cfg.own_switches & 0x82 != 0x82,
+        // Read by the result normalisation only (outside this target).
+        hash_plain_results: true,
         detect: s & 0x88 != 0x88,
         record_calls: s & 0x90 != 0x90,
         guard_enabled: s & 0xa0 != 0xa0,
@@ -501,7 +600,12 @@ fuzz_target!(|input: (Config, Vec<Op>)| {
 });
 
 fn model_bytes(m: &Model) -> usize {
+    let key_heap = |key: &BucketKey| match key {
+        BucketKey::Cycle(calls) | BucketKey::Churn(_, calls) => calls.capacity() * std::mem::size_of::<u64>(),
+        _ => 0,
+    };
     m.history.capacity() * std::mem::size_of::<ModelRecord>()
         + m.buckets.capacity() * std::mem::size_of::<((Option<u64>, BucketKey), u32)>()
+        + m.buckets.iter().map(|((_, key), _)| key_heap(key)).sum::<usize>()
         + m.window.capacity() * std::mem::size_of::<(u64, u64, u64)>()
 }

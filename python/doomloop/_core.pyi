@@ -1,6 +1,6 @@
 """Type stubs of the compiled ``doomloop._core`` extension module (the Rust engine)."""
 
-from typing import Any, Callable, Iterable, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from typing_extensions import Self, disjoint_base, final
 
@@ -136,6 +136,10 @@ MAX_CYCLE_REPEATS: int
 MAX_GUARD_WINDOW: int
 """Largest post-compaction guard window accepted."""
 
+_ToolParams = Union[Mapping[str, Any], Sequence[Any], str, int, float, None]
+"""A tool call's params: any JSON-like value (a mapping, list, tuple, str, number, bool), or
+None (the same as ``{}``). Only a mapping's fields are read by the rules (``action``)."""
+
 @final
 class LoopVerdict:
     """The loop verdict for one call (immutable)."""
@@ -147,8 +151,8 @@ class LoopVerdict:
         """``"warning"``, ``"critical"`` or None when not stuck."""
     @property
     def detector(self) -> Optional[str]:
-        """``generic_repeat``, ``known_poll_no_progress``, ``ping_pong``, ``unknown_tool_repeat``
-        or ``global_circuit_breaker``."""
+        """``generic_repeat``, ``known_poll_no_progress``, ``ping_pong``, ``unknown_tool_repeat``,
+        ``global_circuit_breaker``, or doomloop's ``cycle`` and ``argument_churn``."""
     @property
     def count(self) -> int: ...
     @property
@@ -229,22 +233,22 @@ class ToolLoopEngine:
         tool_aliases: Optional[dict[str, str]] = None,
         known_poll_tools: Optional[Iterable[str]] = None,
         volatile_keys: Optional[Iterable[str]] = None,
-        normalisers: Optional[dict[str, Callable[[Any, Optional[Mapping[str, Any]]], Any]]] = None,
-        send_like: Optional[Callable[[str, Optional[Mapping[str, Any]]], bool]] = None,
+        normalisers: Optional[dict[str, Callable[[Any, _ToolParams], Any]]] = None,
+        send_like: Optional[Callable[[str, _ToolParams], bool]] = None,
         _on_loop: Optional[Callable[[Any, ToolCallDecision], object]] = None,
         _on_event: Optional[Callable[[Any, ToolCallDecision, Optional[str]], object]] = None,
         _on_compaction_loop: Optional[Callable[[Any, ToolOutcome, Optional[str]], object]] = None,
     ) -> Self: ...
-    def check(self, tool: str, params: Optional[Mapping[str, Any]], *, run_id: Optional[str] = None) -> LoopVerdict:
+    def check(self, tool: str, params: _ToolParams, *, run_id: Optional[str] = None) -> LoopVerdict:
         """The verdict for this call now, with no side effects."""
     def record_call(
-        self, tool: str, params: Optional[Mapping[str, Any]], *, run_id: Optional[str] = None, tool_call_id: Optional[str] = None
+        self, tool: str, params: _ToolParams, *, run_id: Optional[str] = None, tool_call_id: Optional[str] = None
     ) -> None:
         """Append the call to the history without a result."""
     def record_outcome(
         self,
         tool: str,
-        params: Optional[Mapping[str, Any]],
+        params: _ToolParams,
         *,
         result: Any = None,
         error: Union[BaseException, str, None] = None,
@@ -253,13 +257,13 @@ class ToolLoopEngine:
     ) -> ToolOutcome:
         """Record a finished call's outcome (not fed to the guard)."""
     def before_tool_call(
-        self, tool: str, params: Optional[Mapping[str, Any]], *, run_id: Optional[str] = None, tool_call_id: Optional[str] = None
+        self, tool: str, params: _ToolParams, *, run_id: Optional[str] = None, tool_call_id: Optional[str] = None
     ) -> ToolCallDecision:
         """Detect, decide and record one call about to run."""
     def after_tool_call(
         self,
         tool: str,
-        params: Optional[Mapping[str, Any]],
+        params: _ToolParams,
         *,
         result: Any = None,
         error: Union[BaseException, str, None] = None,
@@ -297,7 +301,7 @@ class GuardEngine:
 
     def __new__(cls, window_size: Optional[int] = None) -> Self: ...
     def observe(
-        self, tool: str, params: Optional[Mapping[str, Any]], *, result: Any = None, error: Union[BaseException, str, None] = None
+        self, tool: str, params: _ToolParams, *, result: Any = None, error: Union[BaseException, str, None] = None
     ) -> Optional[GuardVerdict]:
         """Observe a finished call; None when the outcome has no result hash."""
     def observe_hashes(self, tool: str, args_hash: int, result_hash: int) -> GuardVerdict:
@@ -310,9 +314,15 @@ class GuardEngine:
         """Attempts left in the armed window (0: not armed)."""
 
 def tool_result_hash(
-    tool: str, params: Optional[Mapping[str, Any]], *, result: Any = None, error: Union[BaseException, str, None] = None
+    tool: str,
+    params: _ToolParams,
+    *,
+    result: Any = None,
+    error: Union[BaseException, str, None] = None,
+    hash_plain_results: Optional[bool] = None,
 ) -> Optional[int]:
-    """The result hash a tool-loop detector records for this outcome (built-in rules)."""
+    """The result hash a tool-loop detector records for this outcome (built-in rules).
+    ``hash_plain_results`` as the detector's setting; None: as ``ToolLoopDetector()`` (on)."""
 
 CHANT_DETACH_THRESHOLD: int
 """Text chunks of at least this many bytes (code points, for long non-ASCII text), and token

@@ -12,7 +12,7 @@ from . import _log, _validate
 from ._core import settings_of
 from .errors import ConfigError
 
-__all__ = ["config_values", "normalize_agent_id", "resolve_openclaw_block", "to_block"]
+__all__ = ["block_values", "config_values", "normalize_agent_id", "resolve_openclaw_block", "to_block"]
 
 # The engine's settings of LoopDetectionConfig: (default, largest accepted) by field.
 _SETTINGS = {name: (default, maximum) for name, default, _, maximum in settings_of("LoopDetectionConfig")}
@@ -30,6 +30,9 @@ _DETECTORS: Dict[str, str] = {
     "pingPong": "ping_pong",
 }
 _GUARD_KEYS = {"windowSize": "post_compaction_window_size"}
+# doomloop's own rules and hashing, which OpenClaw does not have: off for every OpenClaw
+# config, so it behaves as OpenClaw does.
+_DOOMLOOP_ONLY = ("hash_plain_results", "cycle", "argument_churn")
 _BLOCK_KEYS = {"enabled", "detectors", "postCompactionGuard", *_NUMBERS}
 # Pairs that must be strictly increasing where a block gives both.
 _ORDERED = (
@@ -251,10 +254,14 @@ def config_values(cfg: Mapping[str, Any], agent_id: Optional[str], strict: bool)
     _validate.boolean("LoopDetectionConfig.from_openclaw", "strict", strict)
     blocks = _select(cfg, agent_id, strict)
     block = resolve_openclaw_block(cfg, agent_id) if blocks else None
-    return _block_values(block or {})
+    return block_values(block)
 
 
-def _block_values(block: Mapping[str, Any]) -> Dict[str, Any]:
+def block_values(block: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The :class:`~doomloop.LoopDetectionConfig` field values of one resolved ``loopDetection``
+    block, read leniently (``None``: no block, OpenClaw's defaults with ``enabled`` unset).
+    doomloop's own switches are off."""
+    block = block or {}
     path = "tools.loopDetection"
     for key in block:
         if key not in _BLOCK_KEYS:
@@ -276,12 +283,13 @@ def _block_values(block: Mapping[str, Any]) -> Dict[str, Any]:
     guard = guard if isinstance(guard, Mapping) else {}
     for key, name in _GUARD_KEYS.items():
         values[name] = _lenient_number(f"{path}.postCompactionGuard.{key}", key, guard.get(key), _SETTINGS[name][0])
+    values.update(dict.fromkeys(_DOOMLOOP_ONLY, False))
     return values
 
 
 def to_block(values: Mapping[str, Any]) -> Dict[str, Any]:
     """The OpenClaw ``loopDetection`` block for these config field values (``enabled`` left
-    out when unset)."""
+    out when unset; doomloop's own switches, which have no OpenClaw keys, too)."""
     enabled = values["enabled"]
     block: Dict[str, Any] = {} if enabled is None else {"enabled": enabled}
     for key, name in _NUMBERS.items():

@@ -23,6 +23,13 @@ class LoopDetectionConfig(Settings):
     default (unset). Thresholds need not be ordered here: at run time ``critical`` is raised
     to ``warning + 1`` and ``global`` to ``critical + 1`` where needed, with a logged warning.
 
+    The last three switches are doomloop's, not OpenClaw's: ``hash_plain_results`` (a result
+    mapping with neither ``content`` nor ``details`` hashes by its value, not as OpenClaw's
+    empty ``{details, text}``), ``cycle`` (a cycle of 3 to 8 calls repeated) and
+    ``argument_churn`` (one tool cycling through a few argument sets whose outcomes never
+    change). They default to on here; :meth:`from_openclaw` turns them off, so an
+    OpenClaw config behaves exactly as OpenClaw does (docs/tool-loop.md describes each rule).
+
     Immutable, compared, hashed, pickled and copied by value. A value of the wrong type
     raises ``TypeError`` and one out of range :class:`~doomloop.ConfigError` (a
     ``ValueError``), naming the field and its range; the defaults and ranges are the
@@ -42,6 +49,9 @@ class LoopDetectionConfig(Settings):
     known_poll_no_progress: bool
     ping_pong: bool
     post_compaction_window_size: int
+    hash_plain_results: bool
+    cycle: bool
+    argument_churn: bool
 
     def __init__(
         self,
@@ -55,6 +65,9 @@ class LoopDetectionConfig(Settings):
         known_poll_no_progress: bool = _D["known_poll_no_progress"],
         ping_pong: bool = _D["ping_pong"],
         post_compaction_window_size: int = _D["post_compaction_window_size"],
+        hash_plain_results: bool = _D["hash_plain_results"],
+        cycle: bool = _D["cycle"],
+        argument_churn: bool = _D["argument_churn"],
     ) -> None:
         self._set_all(
             enabled,
@@ -67,6 +80,9 @@ class LoopDetectionConfig(Settings):
             known_poll_no_progress,
             ping_pong,
             post_compaction_window_size,
+            hash_plain_results,
+            cycle,
+            argument_churn,
         )
 
     @classmethod
@@ -81,12 +97,17 @@ class LoopDetectionConfig(Settings):
         unordered thresholds given in one block. ``strict=False`` applies OpenClaw's run-time
         rules: a bad value falls back to its default (logged), one above a cap is capped.
         ``cfg=None`` (no block at all) gives OpenClaw's defaults with ``enabled`` unset.
+        OpenClaw has no keys for doomloop's own switches (``cycle``, ``argument_churn``,
+        ``hash_plain_results``): strict parsing rejects them as unknown keys, and every config
+        read here has them off.
         """
         if cfg is None:
             _validate.boolean("LoopDetectionConfig.from_openclaw", "strict", strict)
-            return cls(enabled=None)
+            return cls(**openclaw.block_values(None))
         return cls(**openclaw.config_values(cfg, agent_id, strict))
 
     def to_openclaw(self) -> Dict[str, Any]:
-        """The equivalent OpenClaw ``loopDetection`` block (``enabled`` left out when unset)."""
+        """The equivalent OpenClaw ``loopDetection`` block (``enabled`` left out when unset).
+        doomloop's own switches have no OpenClaw keys and are left out: the block read back
+        has them off."""
         return openclaw.to_block(self.as_dict())

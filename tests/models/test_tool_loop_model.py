@@ -1,6 +1,7 @@
 """Property test: the Rust detector against a small pure-Python model of the spec's rules
-(history, run scoping, the five detectors, veto stickiness, warning buckets, the guard) on
-random call sequences."""
+(history, run scoping, the five detectors, veto stickiness, warning buckets, the guard) and
+doomloop's own (cycles of 3 to 8 calls, argument churn, plain results hashed by value, each
+switched on or off) on random call sequences."""
 
 from __future__ import annotations
 
@@ -11,6 +12,58 @@ from hypothesis import given, settings, strategies as st
 from doomloop import ToolLoopDetector
 
 Verdict = Optional[Tuple[str, str, int, Optional[str]]]  # level, detector, count, paired tool
+
+
+def _primitive(pattern: List[Any]) -> bool:
+    """No shorter pattern repeated makes it up."""
+    p = len(pattern)
+    return not any(all(pattern[i] == pattern[i % d] for i in range(p)) for d in range(1, p) if p % d == 0)
+
+
+def cycle(h: List[Dict[str, Any]], ident: Any) -> Optional[Tuple[int, bool, Any]]:
+    """The longest cycle of 3 to 8 calls the call continues, over two full rounds at least:
+    (count, no-progress evidence, the cycle up to rotation), ties to the shorter period."""
+    newest = list(reversed(h))
+    ids = [r["id"] for r in newest]
+    best: Optional[Tuple[int, bool, Any]] = None
+    for p in range(3, 9):
+        pattern = ids[:p]
+        if len(pattern) < p or pattern[p - 1] != ident or not _primitive(pattern):
+            continue
+        tail = 0
+        while tail < len(ids) and ids[tail] == pattern[tail % p]:
+            tail += 1
+        results: Dict[Any, Any] = {}
+        evidence = all(r["result"] is not None and results.setdefault(r["id"], r["result"]) == r["result"] for r in newest[:tail])
+        calls = [repr(x) for x in reversed(pattern)]
+        key = min(tuple(calls[i:] + calls[:i]) for i in range(p))
+        if tail + 1 >= 2 * p and (best is None or tail + 1 > best[0]):
+            best = (tail + 1, evidence, key)
+    return best
+
+
+def churn(h: List[Dict[str, Any]], tool: str, ident: Any) -> Optional[Tuple[int, Any]]:
+    """One tool cycling through a few argument sets with unchanged outcomes: (count, the
+    repeated sets), or None."""
+    sets: Dict[Any, List[Any]] = {}
+    count = 0
+    for r in reversed(h):
+        if r["tool"] != tool or r["result"] is None:
+            break
+        if r["id"] in sets:
+            if sets[r["id"]][0] != r["result"]:
+                break
+            sets[r["id"]][1] += 1
+        elif len(sets) == 8:
+            break
+        else:
+            sets[r["id"]] = [r["result"], 1]
+        count += 1
+    repeated = frozenset(k for k, (_, calls) in sets.items() if calls >= 3)
+    probes = count - sum(sets[k][1] for k in repeated)
+    if len(repeated) >= 2 and probes <= max(1, count // 5) and ident in repeated:
+        return count, repeated
+    return None
 
 
 class Model:
@@ -81,11 +134,24 @@ class Model:
                     return ("critical", "ping_pong", count, last["tool"]), key
                 if count >= c["warning"]:
                     return ("warning", "ping_pong", count, last["tool"]), key
-        if not poll:
-            if streak >= c["critical"]:
-                return ("critical", "generic_repeat", streak, None), None
-            if recent >= c["warning"]:
-                return ("warning", "generic_repeat", recent, None), ("g", ident)
+        found = cycle(h, ident) if c["cycle"] else None
+        if found is not None:
+            count, evidence, key = found
+            if count >= c["critical"] and evidence:
+                return ("critical", "cycle", count, None), None
+            if count >= c["warning"]:
+                return ("warning", "cycle", count, None), ("c", key)
+        if not poll and streak >= c["critical"]:
+            return ("critical", "generic_repeat", streak, None), None
+        churning = churn(h, tool, ident) if c["churn"] else None
+        if churning is not None:
+            count, sets = churning
+            if count >= c["critical"]:
+                return ("critical", "argument_churn", count, None), None
+            if count >= c["warning"]:
+                return ("warning", "argument_churn", count, None), ("a", tool, sets)
+        if not poll and recent >= c["warning"]:
+            return ("warning", "generic_repeat", recent, None), ("g", ident)
         return None, None
 
     def trim(self) -> None:
@@ -141,6 +207,7 @@ call_step = st.tuples(
     st.sampled_from([None, "r1", "r2"]),
     st.one_of(
         st.tuples(st.just("result"), st.integers(0, 2)),
+        st.tuples(st.just("plain"), st.integers(0, 2)),
         st.tuples(st.just("error"), st.sampled_from(["Unknown tool: deploy", "Unknown tool: other", "boom"])),
         st.just(("none", 0)),
     ),
@@ -158,6 +225,9 @@ step = st.one_of(call_step, st.just("arm"))
             "global": st.integers(1, 10),
             "unknown": st.integers(1, 4),
             "window": st.integers(1, 3),
+            "cycle": st.booleans(),
+            "churn": st.booleans(),
+            "plain": st.booleans(),
         }
     ),
     steps=st.lists(step, max_size=60),
@@ -171,6 +241,9 @@ def test_engine_matches_the_model(cfg: Dict[str, int], steps: List[Any]) -> None
         global_circuit_breaker_threshold=cfg["global"],
         unknown_tool_threshold=cfg["unknown"],
         post_compaction_window_size=cfg["window"],
+        cycle=cfg["cycle"],
+        argument_churn=cfg["churn"],
+        hash_plain_results=cfg["plain"],
     )
     for index, item in enumerate(steps):
         if item == "arm":
@@ -180,8 +253,9 @@ def test_engine_matches_the_model(cfg: Dict[str, int], steps: List[Any]) -> None
         tool, variant, run_id, (kind, value) = item
         params = {"action": ["poll", "log", "kill"][variant]} if tool == "process" else {"v": variant}
         poll = tool == "process" and variant < 2
-        # Results: plain ints hash by value; errors hash apart from results.
-        model_result = None if kind == "none" else (kind, value)
+        # Results: plain ints hash by value; errors hash apart from results; a mapping with
+        # neither content nor details by value too, or (OpenClaw) all alike.
+        model_result = None if kind == "none" else (kind, value if kind != "plain" or cfg["plain"] else None)
         unknown = None
         if kind == "error":
             unknown = value.split(": ")[1] if value.startswith("Unknown tool") else None
@@ -192,6 +266,8 @@ def test_engine_matches_the_model(cfg: Dict[str, int], steps: List[Any]) -> None
             outcome = detector.after_tool_call(tool, params, result=decision.blocked_result, run_id=run_id)
         elif kind == "error":
             outcome = detector.after_tool_call(tool, params, error=value, run_id=run_id)
+        elif kind == "plain":
+            outcome = detector.after_tool_call(tool, params, result={"output": value}, run_id=run_id)
         else:
             outcome = detector.after_tool_call(tool, params, result=None if kind == "none" else value, run_id=run_id)
         v = decision.verdict

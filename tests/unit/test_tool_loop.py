@@ -634,7 +634,7 @@ def test_state_is_small_and_reported() -> None:
     "call, match",
     [
         (lambda d: d.before_tool_call(1, {}), "tool must be a str"),
-        (lambda d: d.before_tool_call("t", [1]), "params must be a mapping"),
+        (lambda d: d.before_tool_call("t", {1}), "params must be a JSON-like value"),
         (lambda d: d.before_tool_call("t", {}, run_id=3), "run_id must be a str"),
         (lambda d: d.before_tool_call("t", {}, tool_call_id=b"x"), "tool_call_id must be a str"),
         (lambda d: d.after_tool_call("t", {}, error=42), "error must be an exception"),

@@ -62,9 +62,13 @@ def test_from_openclaw_merges_the_agent_block() -> None:
     assert LoopDetectionConfig.from_openclaw({"enabled": True, "historySize": 12}).history_size == 12
 
 
+# OpenClaw's rules only: doomloop's own switches off.
+OPENCLAW_ONLY = {"cycle": False, "argument_churn": False, "hash_plain_results": False}
+
+
 def test_openclaw_defaults() -> None:
-    assert LoopDetectionConfig.from_openclaw(None) == LoopDetectionConfig(enabled=None)
-    assert LoopDetectionConfig.from_openclaw({}) == LoopDetectionConfig(enabled=None)
+    assert LoopDetectionConfig.from_openclaw(None) == LoopDetectionConfig(enabled=None, **OPENCLAW_ONLY)
+    assert LoopDetectionConfig.from_openclaw({}) == LoopDetectionConfig(enabled=None, **OPENCLAW_ONLY)
     assert resolve_openclaw_block({}) is None
     assert LoopDetectionConfig().enabled is True
 
@@ -203,9 +207,9 @@ def test_native_config_validation(field: str, value: Any, error: type) -> None:
 
 
 def test_to_openclaw_round_trips() -> None:
-    config = LoopDetectionConfig(warning_threshold=4, critical_threshold=9, ping_pong=False)
+    config = LoopDetectionConfig(warning_threshold=4, critical_threshold=9, ping_pong=False, **OPENCLAW_ONLY)
     assert LoopDetectionConfig.from_openclaw(config.to_openclaw()) == config
-    unset = LoopDetectionConfig(enabled=None)
+    unset = LoopDetectionConfig(enabled=None, **OPENCLAW_ONLY)
     assert "enabled" not in unset.to_openclaw()
     assert LoopDetectionConfig.from_openclaw(unset.to_openclaw()) == unset
 

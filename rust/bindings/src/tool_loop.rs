@@ -12,7 +12,7 @@ use doomloop_engine::settings::{GUARD, TOOL_LOOP};
 use doomloop_engine::snapshot::Snapshot;
 use doomloop_engine::tool_loop::{
     compaction_message, CompactionGuard, Decision, Detector, Finding, GuardVerdict as EngineGuardVerdict, Level,
-    NamedSession, COMPACTION_DETECTOR,
+    LoopConfig, NamedSession, COMPACTION_DETECTOR,
 };
 use doomloop_engine::tool_result::{VETO_REASON, VETO_STATUS};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -241,6 +241,8 @@ struct FindingNames {
     finding: Finding,
     source_tool: Option<String>,
     source_unknown: Option<String>,
+    /// A cycle's calls in call order (empty for other findings).
+    cycle: Vec<(String, u64)>,
 }
 
 #[pyclass(module = "doomloop._core", subclass, frozen)]
@@ -260,6 +262,8 @@ pub struct ToolLoopEngine {
     on_compaction_loop: Option<Py<PyAny>>,
     /// How the thresholds were reordered at construction (for the Python layer to log).
     fixes: Vec<String>,
+    /// `hash_plain_results`, read without the lock (the config never changes).
+    plain_by_value: bool,
 }
 
 impl ToolLoopEngine {
@@ -272,12 +276,13 @@ impl ToolLoopEngine {
         self.rules.as_deref()
     }
 
-    fn names_of(session: &NamedSession, finding: Finding) -> FindingNames {
+    fn names_of(session: &NamedSession, finding: Finding, call: &Call<'_>) -> FindingNames {
         let (tool, unknown) = session.source_names(&finding);
         FindingNames {
             finding,
             source_tool: tool.map(str::to_owned),
             source_unknown: unknown.map(str::to_owned),
+            cycle: session.cycle_calls(&finding, &call.key, &call.tool.to_string_lossy()),
         }
     }
 }
@@ -293,6 +298,7 @@ fn verdict_of(py: Python<'_>, call: &Call<'_>, found: Option<FindingNames>) -> P
         call.key.args,
         found.source_tool.as_deref(),
         found.source_unknown.as_deref(),
+        &found.cycle,
     );
     let paired_tool_name = match f.detector {
         Detector::PingPong => found.source_tool,
@@ -374,6 +380,7 @@ impl ToolLoopEngine {
         }
         let (session, fixes) = NamedSession::new(checked(&TOOL_LOOP, settings)?);
         Ok(ToolLoopEngine {
+            plain_by_value: session.config().hash_plain_results,
             state: Mutex::new(session),
             rules: Rules::from_options(tool_aliases, known_poll_tools, volatile_keys, normalisers, send_like)?,
             memo: Mutex::default(),
@@ -423,7 +430,7 @@ impl ToolLoopEngine {
         let call = parse_call(self.rules(), Some(&self.memo), tool, params, run_id, None)?;
         let found = {
             let session = self.lock(py);
-            session.detect(&call.key).map(|f| Self::names_of(&session, f))
+            session.detect(&call.key).map(|f| Self::names_of(&session, f, &call))
         };
         verdict_of(py, &call, found)
     }
@@ -458,7 +465,7 @@ impl ToolLoopEngine {
         tool_call_id: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<ToolOutcome>> {
         let call = parse_call(self.rules(), Some(&self.memo), tool, params, run_id, tool_call_id)?;
-        let normalised = normalise(self.rules(), &call, result, error)?;
+        let normalised = normalise(self.rules(), &call, result, error, self.plain_by_value)?;
         if let Some(outcome) = normalised.outcome {
             self.lock(py).record_outcome(
                 &call.key,
@@ -487,7 +494,7 @@ impl ToolLoopEngine {
         let (decision, new_episode, found): (Decision, bool, Option<FindingNames>) = {
             let mut session = engine.lock(py);
             let (decision, new_episode) = session.before_call(&call.key, call.call_id, &tool_name);
-            let found = decision.finding.map(|f| Self::names_of(&session, f));
+            let found = decision.finding.map(|f| Self::names_of(&session, f, &call));
             (decision, new_episode, found)
         };
         if found.is_none() {
@@ -534,7 +541,7 @@ impl ToolLoopEngine {
         let py = slf.py();
         let engine = slf.get();
         let call = parse_call(engine.rules(), Some(&engine.memo), tool, params, run_id, tool_call_id)?;
-        let normalised = normalise(engine.rules(), &call, result, error)?;
+        let normalised = normalise(engine.rules(), &call, result, error, engine.plain_by_value)?;
         let verdict = engine.lock(py).after_call(
             &call.key,
             call.call_id,
@@ -666,7 +673,8 @@ impl GuardEngine {
         error: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<GuardVerdict>>> {
         let call = parse_call(None, None, tool, params, None, None)?;
-        let Some(outcome) = normalise(None, &call, result, error)?.outcome else {
+        // OpenClaw's guard, OpenClaw's hashing.
+        let Some(outcome) = normalise(None, &call, result, error, false)?.outcome else {
             return Ok(None);
         };
         let verdict = self.lock(py).observe(call.key.tool, call.key.args, outcome.result);
@@ -706,15 +714,20 @@ impl GuardEngine {
 }
 
 /// The result hash a detector records for this outcome (`None`: nothing recorded), with the
-/// built-in normalisation rules.
+/// built-in normalisation rules; `hash_plain_results` as the detector's setting (by default
+/// the settings table's, as `ToolLoopDetector()` has it).
 #[pyfunction]
-#[pyo3(signature = (tool, params, *, result = None, error = None))]
+#[pyo3(signature = (tool, params, *, result = None, error = None, hash_plain_results = None))]
 pub fn tool_result_hash(
     tool: &Bound<'_, PyAny>,
     params: &Bound<'_, PyAny>,
     result: Option<&Bound<'_, PyAny>>,
     error: Option<&Bound<'_, PyAny>>,
+    hash_plain_results: Option<bool>,
 ) -> PyResult<Option<u64>> {
+    let plain_by_value = hash_plain_results.unwrap_or_else(|| LoopConfig::default().hash_plain_results);
     let call = parse_call(None, None, tool, params, None, None)?;
-    Ok(normalise(None, &call, result, error)?.outcome.map(|o| o.result))
+    Ok(normalise(None, &call, result, error, plain_by_value)?
+        .outcome
+        .map(|o| o.result))
 }

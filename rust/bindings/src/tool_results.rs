@@ -14,7 +14,7 @@ use doomloop_engine::tool_result::{self, Extensions, Field, ResultValue, ToolKin
 use pyo3::exceptions::{PyBaseException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use crate::canonical::{
     fingerprint, fingerprint_skipping, fingerprint_str, fingerprint_utf8, surrogatepass, DictSnapshot,
@@ -124,9 +124,20 @@ pub(crate) fn str_set(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<
 pub(crate) struct Call<'py> {
     pub(crate) tool: Bound<'py, PyString>,
     pub(crate) kind: ToolKind,
+    /// The params as given (`None` for `None`).
     pub(crate) params: Option<Bound<'py, PyAny>>,
+    /// Whether the params are a mapping: only then do the rules read fields of them.
+    pub(crate) mapping: bool,
     pub(crate) key: CallKey,
     pub(crate) call_id: Option<u64>,
+}
+
+impl<'py> Call<'py> {
+    /// The params as the result and known-poll rules read them: a mapping, or none (params
+    /// that are a list, a str or a number have no `action`, as in OpenClaw).
+    pub(crate) fn rule_params(&self) -> Option<PyValue<'py>> {
+        self.params.as_ref().filter(|_| self.mapping).map(PyValue::of)
+    }
 }
 
 pub(crate) static MAPPING_ABC: PyOnceLock<Py<pyo3::types::PyType>> = PyOnceLock::new();
@@ -212,15 +223,25 @@ pub(crate) fn parse_call<'py>(
             tool = PyString::new(py, target);
         }
     }
-    let params = if params.is_none() {
-        None
-    } else if params.is_instance_of::<PyDict>()
-        || params.is_instance(MAPPING_ABC.import(py, "collections.abc", "Mapping")?)?
+    // Params are any JSON-like value, as OpenClaw hashes whatever the model sent (arguments
+    // that failed to parse as JSON arrive as a str); a dict is by far the most common.
+    let (params, mapping) = if params.is_none() {
+        (None, false)
+    } else if params.is_instance_of::<PyDict>() {
+        (Some(params.clone()), true)
+    } else if params.is_instance_of::<PyString>()
+        || params.is_instance_of::<PyList>()
+        || params.is_instance_of::<PyTuple>()
+        || params.is_instance_of::<PyInt>()
+        || params.is_instance_of::<PyFloat>()
     {
-        Some(params.clone())
+        // (bool is an int.)
+        (Some(params.clone()), false)
+    } else if params.is_instance(MAPPING_ABC.import(py, "collections.abc", "Mapping")?)? {
+        (Some(params.clone()), true)
     } else {
         return Err(PyTypeError::new_err(format!(
-            "params must be a mapping (dict) or None, got {}",
+            "params must be a JSON-like value (a mapping, list, tuple, str, int, float or bool) or None, got {}",
             type_name(params)
         )));
     };
@@ -263,7 +284,7 @@ pub(crate) fn parse_call<'py>(
         rules
             .filter(|r| !r.plain.known_polls.is_empty())
             .and_then(|_| tool.to_str().ok()),
-        params.as_ref().map(PyValue::of).as_ref(),
+        params.as_ref().filter(|_| mapping).map(PyValue::of).as_ref(),
         rules.map(|r| &r.plain),
     );
     let run = match known_run {
@@ -301,6 +322,7 @@ pub(crate) fn parse_call<'py>(
         call_id,
         tool,
         params,
+        mapping,
     })
 }
 
@@ -338,11 +360,14 @@ pub(crate) fn error_text<'py>(error: &Bound<'py, PyAny>) -> PyResult<Bound<'py, 
     )))
 }
 
+/// The outcome of `call` given its result or error; `plain_by_value` hashes results that are
+/// not OpenClaw-shaped by value (`LoopConfig::hash_plain_results`).
 pub(crate) fn normalise(
     rules: Option<&Rules>,
     call: &Call<'_>,
     result: Option<&Bound<'_, PyAny>>,
     error: Option<&Bound<'_, PyAny>>,
+    plain_by_value: bool,
 ) -> PyResult<Normalised> {
     if let Some(error) = error.filter(|e| !e.is_none()) {
         let text = error_text(error)?;
@@ -364,12 +389,13 @@ pub(crate) fn normalise(
         });
     };
     let mut extensions = PyExtensions { rules, call };
-    let params = call.params.as_ref().map(PyValue::of);
+    let params = call.rule_params();
     let digest = tool_result::result_digest(
         call.kind,
         params.as_ref(),
         &PyValue::of(result),
         rules.map(|r| &r.plain),
+        plain_by_value,
         &mut extensions,
     )?;
     Ok(Normalised {

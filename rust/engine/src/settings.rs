@@ -147,9 +147,12 @@ pub static SESSION: Schema = Schema {
     ],
 };
 
-/// `LoopDetectionConfig`: OpenClaw's `tools.loopDetection` settings (its defaults and caps).
+/// `LoopDetectionConfig`: OpenClaw's `tools.loopDetection` settings (its defaults and caps),
+/// then doomloop's own switches, appended so positional arguments keep their meaning.
 /// `enabled` defaults to true for a config built in Python; an OpenClaw block without the
-/// key leaves it unset.
+/// key leaves it unset. The doomloop switches (`hash_plain_results`, `cycle`,
+/// `argument_churn`) are on for a config built in Python; OpenClaw has no such keys, so
+/// the OpenClaw-shaped paths turn them off and keep its recorded behaviour.
 pub static TOOL_LOOP: Schema = Schema {
     owner: "LoopDetectionConfig",
     settings: &[
@@ -167,6 +170,9 @@ pub static TOOL_LOOP: Schema = Schema {
         switch("known_poll_no_progress", true),
         switch("ping_pong", true),
         count("post_compaction_window_size", 3, 1, MAX_GUARD_WINDOW),
+        switch("hash_plain_results", true),
+        switch("cycle", true),
+        switch("argument_churn", true),
     ],
 };
 

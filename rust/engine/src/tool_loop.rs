@@ -4,7 +4,9 @@
 //! flags only, plus an opaque payload the caller uses for names), the warning buckets and the
 //! guard window. All comparisons are on 64-bit digests; the binding layer computes them (tool
 //! name, canonical params, normalised result) and renders messages. The rules follow the
-//! project's tool-loop spec; see docs/tool-loop.md for where doomloop deliberately differs.
+//! project's tool-loop spec; see docs/tool-loop.md for where doomloop deliberately differs,
+//! and for doomloop's own two rules (cycles of 3 to 8 calls, argument churn), which the
+//! OpenClaw-shaped configs turn off.
 
 use std::collections::VecDeque;
 
@@ -24,6 +26,19 @@ const HAS_CALL_ID: u8 = 2;
 const HAS_RESULT: u8 = 4;
 const HAS_UNKNOWN: u8 = 8;
 
+/// The shortest and longest cycle the cycle rule looks for (two calls are ping-pong's).
+pub const MIN_CYCLE_PERIOD: usize = 3;
+pub const MAX_CYCLE_PERIOD: usize = 8;
+/// Argument churn: the most argument sets one churning tool is followed through ("a few").
+pub const MAX_CHURN_VARIANTS: usize = 8;
+/// Argument churn: calls an argument set needs in the tail to count as one the tool cycles
+/// through; fewer are one-off probes (two passes over a few files are ordinary work).
+pub const MIN_CHURN_REPEATS: u32 = 3;
+/// Argument churn: one-off probes may be at most one call in this many of the tail (and at
+/// least one), so a few novel attempts do not hide the loop but a batch of new calls is no
+/// churn.
+pub const CHURN_PROBE_SHARE: u32 = 5;
+
 /// Resolved thresholds and switches (the binding layer applies the config rules first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LoopConfig {
@@ -35,6 +50,14 @@ pub struct LoopConfig {
     pub generic_repeat: bool,
     pub known_poll: bool,
     pub ping_pong: bool,
+    /// A cycle of 3 to 8 calls that the current call continues (doomloop's rule).
+    pub cycle: bool,
+    /// One tool cycling through a few argument sets whose results do not change (doomloop's
+    /// rule, after OpenClaw's later releases).
+    pub argument_churn: bool,
+    /// Results that are mappings with neither `content` nor `details` hash by their canonical
+    /// value (OpenClaw hashes every such mapping alike); read by the result normalisation.
+    pub hash_plain_results: bool,
     /// Run the detectors (`enabled: true`).
     pub detect: bool,
     /// Record calls before execution and feed the guard (`enabled` not explicitly false).
@@ -44,21 +67,9 @@ pub struct LoopConfig {
 }
 
 impl Default for LoopConfig {
+    /// The settings table's defaults (a config built in Python).
     fn default() -> Self {
-        LoopConfig {
-            history_size: 30,
-            warning: 10,
-            critical: 20,
-            unknown_tool: 10,
-            global: 30,
-            generic_repeat: true,
-            known_poll: true,
-            ping_pong: true,
-            detect: true,
-            record_calls: true,
-            guard_enabled: true,
-            guard_window: 3,
-        }
+        LoopConfig::from_values(&TOOL_LOOP.defaults()).0
     }
 }
 
@@ -72,9 +83,10 @@ impl LoopConfig {
         let get = |name: &str| {
             TOOL_LOOP
                 .index(name)
-                .and_then(|i| values.get(i).copied())
+                .and_then(|i| values.get(i).copied().or(Some(TOOL_LOOP.settings[i].default)))
                 .unwrap_or(Value::Unset)
         };
+        let switch = |name: &str| get(name).switch().unwrap_or(false);
         // Checked values are within `MAX_THRESHOLD` (`i32::MAX`), so `+ 1` fits a u32.
         let threshold = |name: &str| u32::try_from(get(name).count()).unwrap_or(i32::MAX as u32);
         let warning = threshold("warning_threshold");
@@ -102,9 +114,12 @@ impl LoopConfig {
             critical,
             unknown_tool: threshold("unknown_tool_threshold"),
             global,
-            generic_repeat: get("generic_repeat").switch().unwrap_or(true),
-            known_poll: get("known_poll_no_progress").switch().unwrap_or(true),
-            ping_pong: get("ping_pong").switch().unwrap_or(true),
+            generic_repeat: switch("generic_repeat"),
+            known_poll: switch("known_poll_no_progress"),
+            ping_pong: switch("ping_pong"),
+            cycle: switch("cycle"),
+            argument_churn: switch("argument_churn"),
+            hash_plain_results: switch("hash_plain_results"),
             detect: enabled == Some(true),
             record_calls: enabled != Some(false),
             guard_enabled: enabled != Some(false),
@@ -203,7 +218,9 @@ pub enum Detector {
     GlobalCircuitBreaker,
     KnownPollNoProgress,
     PingPong,
+    Cycle,
     GenericRepeat,
+    ArgumentChurn,
 }
 
 impl Detector {
@@ -213,15 +230,19 @@ impl Detector {
             Detector::GlobalCircuitBreaker => "global_circuit_breaker",
             Detector::KnownPollNoProgress => "known_poll_no_progress",
             Detector::PingPong => "ping_pong",
+            Detector::Cycle => "cycle",
             Detector::GenericRepeat => "generic_repeat",
+            Detector::ArgumentChurn => "argument_churn",
         }
     }
 }
 
 /// A stuck verdict. `key` is the warning key's digest (buckets are keyed by it); `result` is
-/// the streak's result hash and `other` the paired args identity (ping-pong) or unknown-tool
-/// name digest, for rendering the key; `source_back` indexes (back from the newest) the record
-/// whose payload names the paired tool or the unknown tool.
+/// the streak's result hash and `other` the paired args identity (ping-pong), the unknown-tool
+/// name digest, or the digest of the argument sets a tool churns through, for rendering the
+/// key; `pattern` is a cycle's period or the number of argument sets churned through (0 for
+/// the other rules); `source_back` indexes (back from the newest) the record whose payload
+/// names the paired tool or the unknown tool, or the newest record of a cycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Finding {
     pub level: Level,
@@ -230,20 +251,23 @@ pub struct Finding {
     pub key: u64,
     pub result: u64,
     pub other: u64,
+    pub pattern: u32,
     pub source_back: Option<usize>,
 }
 
 impl Finding {
-    /// The verdict's message and warning key, as OpenClaw renders them, for a call to `tool`
-    /// whose `(tool, params)` digest is `args`. The record the finding points back to
-    /// (`source_back`) names the paired tool of a ping-pong, or the unknown tool its error
-    /// named.
+    /// The verdict's message and warning key, as OpenClaw renders them (doomloop's own rules
+    /// in the same style), for a call to `tool` whose `(tool, params)` digest is `args`. The
+    /// record the finding points back to (`source_back`) names the paired tool of a
+    /// ping-pong, or the unknown tool its error named; `cycle` is a cycle's calls (tool name
+    /// and args identity) in call order from this one (see [`NamedSession::cycle_calls`]).
     pub fn render(
         &self,
         tool: &str,
         args: u64,
         paired_tool: Option<&str>,
         unknown_tool: Option<&str>,
+        cycle: &[(String, u64)],
     ) -> (String, String) {
         let critical = self.level == Level::Critical;
         let count = self.count;
@@ -288,6 +312,52 @@ impl Finding {
                         )
                     },
                     format!("pingpong:{lo}|{hi}"),
+                )
+            }
+            Detector::Cycle => {
+                let period = self.pattern;
+                // The cycle's tools in call order, or the one tool all its calls are of.
+                let names = match cycle.split_first() {
+                    Some(((first, _), rest)) if rest.iter().all(|(tool, _)| tool == first) => {
+                        format!("all {first}, with changing arguments")
+                    }
+                    _ => cycle.iter().map(|(tool, _)| tool.as_str()).collect::<Vec<_>>().join(" -> "),
+                };
+                let digests: Vec<u64> = cycle.iter().map(|&(_, args)| args).collect();
+                let start = canonical_rotation(&digests);
+                let key = (0..cycle.len())
+                    .map(|i| {
+                        let (tool, args) = &cycle[(start + i) % cycle.len()];
+                        identity(tool, *args)
+                    })
+                    .collect::<Vec<_>>()
+                    .join(">");
+                (
+                    if critical {
+                        format!(
+                            "CRITICAL: You are repeating a cycle of {period} tool calls ({names}) with identical outcomes ({count} consecutive calls). This appears to be a stuck loop. Session execution blocked to prevent resource waste."
+                        )
+                    } else {
+                        format!(
+                            "WARNING: You are repeating a cycle of {period} tool calls ({names}) ({count} consecutive calls). If this is not making progress, stop retrying and report the task as failed."
+                        )
+                    },
+                    format!("cycle:{key}"),
+                )
+            }
+            Detector::ArgumentChurn => {
+                let sets = self.pattern;
+                (
+                    if critical {
+                        format!(
+                            "CRITICAL: Called {tool} {count} times cycling through the same {sets} argument sets, each with an unchanged outcome. Session execution blocked to prevent runaway loops."
+                        )
+                    } else {
+                        format!(
+                            "WARNING: You have called {tool} {count} times cycling through the same {sets} argument sets, and each gave the same outcome every time. Changing between them is not making progress; try something different or report the task as failed."
+                        )
+                    },
+                    format!("churn:{tool}:{:016x}", self.other),
                 )
             }
             Detector::GenericRepeat if critical => (
@@ -341,7 +411,31 @@ mod key_tag {
     pub const GLOBAL: u8 = b'b';
     pub const UNKNOWN: u8 = b'u';
     pub const PING_PONG: u8 = b'q';
+    pub const CYCLE: u8 = b'c';
+    pub const CHURN: u8 = b'a';
     pub const RUN: u8 = b'r';
+}
+
+/// Where the lexicographically smallest rotation of `calls` starts: a cycle's warning key
+/// starts there, so it is the same whichever of the cycle's calls is being made.
+pub fn canonical_rotation(calls: &[u64]) -> usize {
+    let n = calls.len();
+    let rotation = |start: usize| (0..n).map(move |i| calls[(start + i) % n]);
+    (1..n).fold(0, |best, start| {
+        if rotation(start).lt(rotation(best)) {
+            start
+        } else {
+            best
+        }
+    })
+}
+
+/// A cycle's warning-key digest from its calls' args identities in call order.
+fn cycle_key(calls: &[u64]) -> u64 {
+    let start = canonical_rotation(calls);
+    (0..calls.len()).fold(0, |digest, i| {
+        hash_two(key_tag::CYCLE, digest, calls[(start + i) % calls.len()])
+    })
 }
 
 /// Remembers the warning bucket last emitted per key (FIFO-evicted at [`MAX_WARNING_KEYS`]).
@@ -558,8 +652,10 @@ impl<N> ToolLoopSession<N> {
             return None;
         }
         // Likewise the streak and the recent count (the one pass over the whole window) are
-        // only counted once the history could hold enough records to reach their thresholds.
-        let count_window = self.history.len() >= self.lowest_window_threshold;
+        // only counted once the history could hold enough records to reach their thresholds
+        // (or a cycle's count, one more, the warning threshold: the cycle and churn rules
+        // need the recent count first).
+        let count_window = self.history.len() + 1 >= self.lowest_window_threshold;
         let scan = Scan::run(&self.history, key, count_window);
         let c = &self.config;
         let finding = |level, detector, count, key_digest, result, other, source_back| Finding {
@@ -569,7 +665,19 @@ impl<N> ToolLoopSession<N> {
             key: key_digest,
             result,
             other,
+            pattern: 0,
             source_back,
+        };
+        // Critical when `count` reaches the critical threshold with no-progress evidence,
+        // a warning from the warning threshold on.
+        let level_of = |count: u32, no_progress: bool| {
+            if count >= c.critical && no_progress {
+                Some(Level::Critical)
+            } else if count >= c.warning {
+                Some(Level::Warning)
+            } else {
+                None
+            }
         };
         if scan.unknown_run >= c.unknown_tool {
             let k = hash_two(key_tag::UNKNOWN, key.tool, scan.unknown_name);
@@ -630,14 +738,7 @@ impl<N> ToolLoopSession<N> {
                     (scan.newest_args, key.args)
                 };
                 let k = hash_two(key_tag::PING_PONG, lo, hi);
-                let level = if count >= c.critical && no_progress {
-                    Some(Level::Critical)
-                } else if count >= c.warning {
-                    Some(Level::Warning)
-                } else {
-                    None
-                };
-                if let Some(level) = level {
+                if let Some(level) = level_of(count, no_progress) {
                     return Some(finding(
                         level,
                         Detector::PingPong,
@@ -650,31 +751,55 @@ impl<N> ToolLoopSession<N> {
                 }
             }
         }
-        if !key.known_poll && c.generic_repeat {
-            if streak >= c.critical {
-                let k = hash_two(key_tag::GENERIC_CRITICAL, key.args, latest);
-                return Some(finding(
-                    Level::Critical,
-                    Detector::GenericRepeat,
-                    streak,
-                    k,
-                    latest,
-                    0,
-                    None,
-                ));
+        // A cycle's calls each recur in the window: without this call there, there is none.
+        if c.cycle && scan.recent > 0 {
+            if let Some(m) = cycle_match(&self.history, key, c.warning.min(c.critical)) {
+                if let Some(level) = level_of(m.count, m.no_progress) {
+                    return Some(Finding {
+                        pattern: m.period as u32,
+                        ..finding(level, Detector::Cycle, m.count, m.key, 0, 0, scan.newest_back)
+                    });
+                }
             }
-            if scan.recent >= c.warning {
-                let k = hash_two(key_tag::GENERIC_WARNING, key.args, 0);
-                return Some(finding(
-                    Level::Warning,
-                    Detector::GenericRepeat,
-                    scan.recent,
-                    k,
-                    0,
-                    0,
-                    None,
-                ));
+        }
+        let generic = !key.known_poll && c.generic_repeat;
+        if generic && streak >= c.critical {
+            let k = hash_two(key_tag::GENERIC_CRITICAL, key.args, latest);
+            return Some(finding(
+                Level::Critical,
+                Detector::GenericRepeat,
+                streak,
+                k,
+                latest,
+                0,
+                None,
+            ));
+        }
+        // Churn needs this call's args among those repeated in the tail, with one result: the
+        // newest of this call's records, so its streak.
+        if c.argument_churn && streak >= MIN_CHURN_REPEATS {
+            if let Some(m) = churn_match(&self.history, key) {
+                // Each argument set's outcome is constant by construction: no-progress evidence.
+                if let Some(level) = level_of(m.count, true) {
+                    let k = hash_two(key_tag::CHURN, key.tool, m.sets);
+                    return Some(Finding {
+                        pattern: m.variants,
+                        ..finding(level, Detector::ArgumentChurn, m.count, k, 0, m.sets, None)
+                    });
+                }
             }
+        }
+        if generic && scan.recent >= c.warning {
+            let k = hash_two(key_tag::GENERIC_WARNING, key.args, 0);
+            return Some(finding(
+                Level::Warning,
+                Detector::GenericRepeat,
+                scan.recent,
+                k,
+                0,
+                0,
+                None,
+            ));
         }
         None
     }
@@ -734,6 +859,176 @@ impl<N> ToolLoopSession<N> {
         }
         self.guard.arm()
     }
+}
+
+/// The run-scoped records, newest first.
+fn scoped<N>(history: &Ring<Record<N>>, run: Option<u64>) -> impl Iterator<Item = &Record<N>> + '_ {
+    let scope = RunScope::of(run);
+    history.iter_newest_first().filter(move |r| r.in_run(scope))
+}
+
+/// A cycle the call continues.
+struct CycleMatch {
+    period: usize,
+    /// The cycle's tail plus this call.
+    count: u32,
+    /// Every tail record has a result, and each call's results are all one.
+    no_progress: bool,
+    /// The warning key's digest.
+    key: u64,
+}
+
+/// Whether `calls` is no repetition of a shorter pattern (`a b a c` is primitive, `a b a b`
+/// is not): a cycle's period is its shortest.
+fn primitive(calls: &[u64]) -> bool {
+    let n = calls.len();
+    (1..n)
+        .filter(|d| n % d == 0)
+        .all(|d| (d..n).any(|i| calls[i] != calls[i - d]))
+}
+
+/// The longest cycle of 3 to 8 calls that `key` continues: for a period `p`, the newest
+/// run-scoped records `s[0], s[1], ...` repeat with period `p` (`s[j] == s[j - p]`) for as
+/// long as the tail runs, the `p` newest form no shorter pattern, and `key` is `s[p - 1]`,
+/// the call that comes next. Its count is the tail's length plus this call, and it is a
+/// cycle once that count makes two full rounds (`2 * p`): the calls were repeated, not just
+/// made once and begun again. Ties go to the shorter period. Only cycles whose count can
+/// reach `threshold` (the lower of the warning and critical thresholds) are looked for: a
+/// shorter one gives no finding.
+fn cycle_match<N>(history: &Ring<Record<N>>, key: &CallKey, threshold: u32) -> Option<CycleMatch> {
+    // The newest records' args, one more than the longest period: enough to rule out nearly
+    // every period without walking the history again.
+    const SEEN: usize = MAX_CYCLE_PERIOD + 1;
+    let mut newest = [0u64; SEEN];
+    let mut seen = 0;
+    let scope = RunScope::of(key.run);
+    'gather: for half in history.halves() {
+        for r in half.iter().rev() {
+            if r.in_run(scope) {
+                newest[seen] = r.args;
+                seen += 1;
+                if seen == SEEN {
+                    break 'gather;
+                }
+            }
+        }
+    }
+    // The usual repetitions are ruled out at once: one call over and over (no pattern of
+    // several calls), or two alternating over all the records read (an odd period would
+    // break at its first repeat, an even one is no shortest period).
+    let repeats = |shift: usize| (shift..seen).all(|j| newest[j] == newest[j - shift]);
+    if repeats(1) || (seen == SEEN && repeats(2)) {
+        return None;
+    }
+    let mut best: Option<CycleMatch> = None;
+    for period in MIN_CYCLE_PERIOD..=seen.min(MAX_CYCLE_PERIOD) {
+        let pattern = &newest[..period];
+        if pattern[period - 1] != key.args {
+            continue;
+        }
+        // The tail a finding needs (two rounds, the threshold, less this call), as far as the
+        // records read above go: a shorter one rules the period out.
+        let needed = (2 * period).max(threshold as usize).saturating_sub(1).min(seen);
+        if (period..needed).any(|j| newest[j] != newest[j - period]) || !primitive(pattern) {
+            continue;
+        }
+        // Each position's result (records at one position of the cycle are one call).
+        let mut results: [Option<u64>; MAX_CYCLE_PERIOD] = [None; MAX_CYCLE_PERIOD];
+        let mut no_progress = true;
+        let mut tail = 0u32;
+        for (j, r) in scoped(history, key.run).enumerate() {
+            let position = j % period;
+            if r.args != pattern[position] {
+                break;
+            }
+            tail += 1;
+            match (r.result(), results[position]) {
+                (None, _) => no_progress = false,
+                (Some(result), None) => results[position] = Some(result),
+                (Some(result), Some(seen)) => no_progress &= result == seen,
+            }
+        }
+        // A call at two positions of the cycle (`a` in `a b a c`) must have one result too.
+        for i in 0..period {
+            for k in i + 1..period {
+                if pattern[i] == pattern[k] && results[i] != results[k] {
+                    no_progress = false;
+                }
+            }
+        }
+        let count = tail + 1;
+        if count >= 2 * period as u32 && best.as_ref().is_none_or(|b| count > b.count) {
+            // In call order from this call: s[p-1], ..., s[0].
+            let mut calls = [0u64; MAX_CYCLE_PERIOD];
+            for (slot, &args) in calls.iter_mut().zip(pattern.iter().rev()) {
+                *slot = args;
+            }
+            best = Some(CycleMatch {
+                period,
+                count,
+                no_progress,
+                key: cycle_key(&calls[..period]),
+            });
+        }
+    }
+    best
+}
+
+/// Argument churn of the call's tool.
+struct ChurnMatch {
+    /// Calls in the churning tail.
+    count: u32,
+    /// The argument sets repeated at least [`MIN_CHURN_REPEATS`] times.
+    variants: u32,
+    /// Digest of those argument sets (sorted), for the warning key.
+    sets: u64,
+}
+
+/// One tool cycling through a few argument sets whose outcomes do not change. The tail is
+/// the newest run-scoped records that are all calls of `key`'s tool with a result, each
+/// argument set's result the same every time, and at most [`MAX_CHURN_VARIANTS`] argument
+/// sets; it ends at the first record that breaks one of these. It churns when at least two of
+/// its argument sets recur [`MIN_CHURN_REPEATS`] times or more, `key`'s among them, and the
+/// other (one-off) calls are at most one in [`CHURN_PROBE_SHARE`] of the tail (at least one).
+fn churn_match<N>(history: &Ring<Record<N>>, key: &CallKey) -> Option<ChurnMatch> {
+    // (args, result, calls) per argument set, in order of appearance.
+    let mut sets = [(0u64, 0u64, 0u32); MAX_CHURN_VARIANTS];
+    let mut used = 0;
+    let mut count = 0u32;
+    for r in scoped(history, key.run) {
+        let Some(result) = r.result().filter(|_| r.tool == key.tool) else {
+            break;
+        };
+        match sets[..used].iter_mut().find(|(args, _, _)| *args == r.args) {
+            Some((_, seen, _)) if *seen != result => break,
+            Some((_, _, calls)) => *calls += 1,
+            None if used == MAX_CHURN_VARIANTS => break,
+            None => {
+                sets[used] = (r.args, result, 1);
+                used += 1;
+            }
+        }
+        count += 1;
+    }
+    let sets = &mut sets[..used];
+    let (mut variants, mut repeated_calls, mut this_one) = (0, 0, false);
+    for &(args, _, calls) in sets.iter().filter(|s| s.2 >= MIN_CHURN_REPEATS) {
+        variants += 1;
+        repeated_calls += calls;
+        this_one |= args == key.args;
+    }
+    let probes = count - repeated_calls;
+    if variants < 2 || probes > (count / CHURN_PROBE_SHARE).max(1) || !this_one {
+        return None;
+    }
+    sets.sort_unstable_by_key(|&(args, _, calls)| (calls < MIN_CHURN_REPEATS, args));
+    Some(ChurnMatch {
+        count,
+        variants,
+        sets: sets[..variants as usize]
+            .iter()
+            .fold(0, |digest, s| hash_two(key_tag::CHURN, digest, s.0)),
+    })
 }
 
 /// One fused newest-to-oldest pass over the run-scoped history.
@@ -992,6 +1287,30 @@ impl NamedSession {
             source.and_then(|r| self.names.get(r.tool())),
             source.and_then(|r| self.names.get(r.unknown_tool()?)),
         )
+    }
+
+    /// A cycle finding's calls (tool name and args identity) in call order from the call it
+    /// judged (`key`, named `tool`): that call, then the records that follow it in the cycle,
+    /// from the one before the newest to the newest. (The cycle's oldest record is the same
+    /// call; it may have left a full history by the time this is read.) Empty for any other
+    /// finding.
+    pub fn cycle_calls(&self, finding: &Finding, key: &CallKey, tool: &str) -> Vec<(String, u64)> {
+        let (Detector::Cycle, Some(newest)) = (finding.detector, finding.source_back) else {
+            return Vec::new();
+        };
+        let scope = RunScope::of(key.run);
+        let mut calls: Vec<(String, u64)> = self
+            .session
+            .history
+            .iter_newest_first()
+            .skip(newest)
+            .filter(|r| r.in_run(scope))
+            .take((finding.pattern as usize).saturating_sub(1))
+            .map(|r| (self.names.get(r.tool).unwrap_or_default().to_owned(), r.args))
+            .collect();
+        calls.push((tool.to_owned(), key.args));
+        calls.reverse();
+        calls
     }
 
     /// Bytes held on the heap: the session's and the names'.
@@ -1415,6 +1734,168 @@ mod tests {
             s.detect(&a).map(|f| (f.level, f.detector, f.count)),
             Some((Level::Warning, Detector::PingPong, 3))
         );
+    }
+
+    /// A session with OpenClaw's rules only (doomloop's own off).
+    fn openclaw(c: LoopConfig) -> LoopConfig {
+        LoopConfig {
+            cycle: false,
+            argument_churn: false,
+            hash_plain_results: false,
+            ..c
+        }
+    }
+
+    #[test]
+    fn a_cycle_of_five_warns_then_blocks_with_stable_results() {
+        let keys: Vec<CallKey> = ["read", "grep", "edit", "test", "diff"]
+            .iter()
+            .enumerate()
+            .map(|(i, tool)| key(tool, i as i64))
+            .collect();
+        let mut s = ToolLoopSession::new(LoopConfig::default());
+        let mut first = Vec::new();
+        for n in 0..25 {
+            let k = &keys[n % 5];
+            let d = call(&mut s, k, 100 + (n % 5) as u64);
+            if let Some(f) = d.finding {
+                first.push((n, f.level, f.detector, f.count, f.pattern));
+            }
+        }
+        // The 10th call (n = 9) is the first whose count (9 in the tail + itself) reaches the
+        // warning threshold; the 20th (n = 19) reaches the critical one and is blocked, and
+        // so is every retry (a veto is not recorded).
+        assert_eq!(first[0], (9, Level::Warning, Detector::Cycle, 10, 5));
+        assert_eq!(first[9], (18, Level::Warning, Detector::Cycle, 19, 5));
+        assert_eq!(first[10], (19, Level::Critical, Detector::Cycle, 20, 5));
+        assert!(first[10..].iter().all(|f| (f.1, f.3) == (Level::Critical, 20)));
+        // OpenClaw's rules alone never flag it.
+        let mut plain = ToolLoopSession::new(openclaw(LoopConfig::default()));
+        for n in 0..40 {
+            assert_eq!(call(&mut plain, &keys[n % 5], 100 + (n % 5) as u64).finding, None);
+        }
+    }
+
+    #[test]
+    fn a_cycle_key_is_the_same_from_every_call_and_changing_results_only_warn() {
+        let keys: Vec<CallKey> = (0..3).map(|i| key("read", i)).collect();
+        let mut s = ToolLoopSession::new(config(6, 9, 30));
+        let mut found = Vec::new();
+        for n in 0..30 {
+            // Results change every round: progress, so never critical.
+            let d = call(&mut s, &keys[n % 3], n as u64);
+            found.extend(d.finding);
+        }
+        assert!(found
+            .iter()
+            .all(|f| f.detector == Detector::Cycle && f.level == Level::Warning));
+        assert!(found.iter().all(|f| f.key == found[0].key));
+        assert_eq!(found[0].count, 6);
+    }
+
+    #[test]
+    fn a_cycle_needs_two_full_rounds_and_no_shorter_period() {
+        // a..h once, then a again: the 8-call pattern has not been repeated yet.
+        let keys: Vec<CallKey> = (0..8).map(|i| key("t", i)).collect();
+        let mut s = ToolLoopSession::new(config(3, 40, 50));
+        for k in &keys {
+            call(&mut s, k, 1);
+        }
+        call(&mut s, &keys[0], 1);
+        assert_eq!(s.detect(&keys[1]).map(|f| f.detector), None);
+        // a b a b ... is ping-pong's, not a cycle of 4.
+        let mut s = ToolLoopSession::new(LoopConfig {
+            ping_pong: false,
+            argument_churn: false,
+            ..config(3, 40, 50)
+        });
+        for n in 0..12 {
+            call(&mut s, &keys[n % 2], 1);
+        }
+        assert_ne!(s.detect(&keys[0]).map(|f| f.detector), Some(Detector::Cycle));
+        // a b a c is a pattern of its own (primitive).
+        let mut s = ToolLoopSession::new(config(8, 40, 50));
+        let order = [0, 1, 0, 2];
+        for n in 0..8 {
+            call(&mut s, &keys[order[n % 4]], 1);
+        }
+        let f = s.detect(&keys[order[0]]).unwrap_or_else(|| panic!("expected a cycle"));
+        assert_eq!((f.detector, f.count, f.pattern), (Detector::Cycle, 9, 4));
+    }
+
+    #[test]
+    fn argument_churn_counts_a_tool_cycling_through_a_few_argument_sets() {
+        let sets: Vec<CallKey> = (0..3).map(|i| key("read", i)).collect();
+        let mut s = ToolLoopSession::new(LoopConfig {
+            cycle: false,
+            ..LoopConfig::default()
+        });
+        // An irregular order (no fixed cycle), each set with its own unchanging result.
+        let order = [0, 1, 1, 2, 0, 2, 1, 0, 0, 2, 1, 2, 0, 1, 2, 2, 0, 1, 0, 2, 1, 1, 0];
+        let mut found = Vec::new();
+        for (n, &i) in order.iter().enumerate() {
+            let d = call(&mut s, &sets[i], 10 + i as u64);
+            if let Some(f) = d.finding {
+                found.push((n, f.level, f.detector, f.count, f.pattern));
+            }
+        }
+        assert_eq!(found[0], (10, Level::Warning, Detector::ArgumentChurn, 10, 3));
+        assert_eq!(
+            found.last(),
+            Some(&(22, Level::Critical, Detector::ArgumentChurn, 20, 3))
+        );
+        // A result that changes ends the tail.
+        let mut s = ToolLoopSession::new(LoopConfig::default());
+        for (n, &i) in order.iter().enumerate() {
+            let result = if n == 8 { 99 } else { 10 + i as u64 };
+            call(&mut s, &sets[i], result);
+        }
+        assert_eq!(s.detect(&sets[0]).map(|f| f.count), Some(14));
+        // Another tool in between ends it too; OpenClaw's rules alone never flag it.
+        let mut plain = ToolLoopSession::new(openclaw(LoopConfig::default()));
+        for &i in &order {
+            assert_eq!(call(&mut plain, &sets[i], 10 + i as u64).finding, None);
+        }
+    }
+
+    #[test]
+    fn a_batch_of_new_calls_is_no_churn() {
+        let churn_only = |warning, critical, global| LoopConfig {
+            cycle: false,
+            ..config(warning, critical, global)
+        };
+        let mut s = ToolLoopSession::new(churn_only(3, 5, 30));
+        // Two passes over three files, then more new ones: no set recurs three times.
+        for i in [0, 1, 2, 0, 1, 2, 3, 4, 5, 6] {
+            assert_eq!(call(&mut s, &key("read", i), 1).finding, None);
+        }
+        // Two sets repeated, but too many one-off probes between them.
+        let mut s = ToolLoopSession::new(churn_only(3, 50, 60));
+        for i in [0, 1, 0, 1, 0, 1, 7, 8, 9] {
+            call(&mut s, &key("read", i), 1);
+        }
+        assert_ne!(
+            s.detect(&key("read", 0)).map(|f| f.detector),
+            Some(Detector::ArgumentChurn)
+        );
+        // The call itself must be one of the repeated sets.
+        let mut s = ToolLoopSession::new(churn_only(3, 50, 60));
+        for i in [0, 1, 1, 0, 1, 0] {
+            call(&mut s, &key("read", i), 1);
+        }
+        assert_eq!(
+            s.detect(&key("read", 0)).map(|f| f.detector),
+            Some(Detector::ArgumentChurn)
+        );
+        assert_eq!(s.detect(&key("read", 5)), None);
+    }
+
+    #[test]
+    fn canonical_rotation_starts_at_the_smallest_rotation() {
+        assert_eq!(canonical_rotation(&[3, 1, 2]), 1);
+        assert_eq!(canonical_rotation(&[2, 1, 3, 1, 2]), 3);
+        assert_eq!(cycle_key(&[1, 2, 3]), cycle_key(&[2, 3, 1]));
+        assert_ne!(cycle_key(&[1, 2, 3]), cycle_key(&[1, 3, 2]));
     }
 
     #[test]

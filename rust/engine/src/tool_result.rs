@@ -1,7 +1,7 @@
 //! What a finished tool call leaves for the loop rules to compare: OpenClaw's result hashing
 //! (exec, process poll/log, send-like tools with volatile ids stripped, the generic
-//! `{details, text}` rule, the loop veto, error texts), the built-in tool kinds and the
-//! known-poll rule.
+//! `{details, text}` rule, the loop veto, error texts), doomloop's hashing of results that are
+//! not OpenClaw-shaped, the built-in tool kinds and the known-poll rule.
 //!
 //! The rules read a result through [`ResultValue`], a read-only view of a JSON-like value:
 //! the binding layer implements it for Python objects (reading dicts in place, so the hot
@@ -276,17 +276,25 @@ impl<V, E> Extensions<V, E> for NoExtensions {
 
 /// The digest a finished call's (non-null) result is recorded with, or `None` for the loop
 /// veto (a blocked call's own result), which is never recorded.
+///
+/// With `plain_by_value`, a mapping that has neither a `content` nor a `details` key (not
+/// OpenClaw-shaped: `{"output": ...}`) hashes by its canonical value, with volatile ids left
+/// out at every depth for a send-like call, where OpenClaw's rules would hash every such
+/// mapping alike (`{details: {}, text: ""}`).
 pub fn result_digest<V: ResultValue, E>(
     kind: ToolKind,
     params: Option<&V>,
     result: &V,
     rules: Option<&ToolRules>,
+    plain_by_value: bool,
     extensions: &mut impl Extensions<V, E>,
 ) -> Result<Option<u64>, E> {
     if !result.is_mapping() {
         return Ok(Some(extensions.normalised(result)?.unwrap_or_else(|| result.digest())));
     }
-    let details = result.field(Field::Details).filter(ResultValue::is_mapping);
+    let details = result.field(Field::Details);
+    let plain = plain_by_value && details.is_none() && result.field(Field::Content).is_none();
+    let details = details.filter(ResultValue::is_mapping);
     let details = details.as_ref();
     let status = field(details, Field::Status);
     if str_is(status.as_ref(), VETO_STATUS) && str_is(field(details, Field::DeniedReason).as_ref(), VETO_REASON) {
@@ -294,6 +302,17 @@ pub fn result_digest<V: ResultValue, E>(
     }
     if let Some(digest) = extensions.normalised(result)? {
         return Ok(Some(digest));
+    }
+    let is_volatile = |key: &str| match rules {
+        Some(rules) => rules.is_volatile(key),
+        None => VOLATILE_KEYS.contains(&key),
+    };
+    if plain {
+        return Ok(Some(if is_send_like(kind, params, extensions)? {
+            result.digest_skipping(&is_volatile)
+        } else {
+            result.digest()
+        }));
     }
     let entry = |name: Field| {
         (
@@ -367,21 +386,10 @@ pub fn result_digest<V: ResultValue, E>(
             _ => {}
         }
     }
-    let send_like = match kind {
-        ToolKind::SessionsSend => true,
-        ToolKind::Message => action()
-            .as_ref()
-            .and_then(ResultValue::as_str)
-            .is_some_and(|a| SEND_ACTIONS.contains(&a)),
-        _ => extensions.send_like()?,
-    };
-    if send_like {
+    if is_send_like(kind, params, extensions)? {
         let digest = match details {
             None => hash_fields(&[]),
-            Some(details) => details.digest_skipping(&|key| match rules {
-                Some(rules) => rules.is_volatile(key),
-                None => VOLATILE_KEYS.contains(&key),
-            }),
+            Some(details) => details.digest_skipping(&is_volatile),
         };
         return Ok(Some(digest));
     }
@@ -390,6 +398,23 @@ pub fn result_digest<V: ResultValue, E>(
         (Field::Details.digest(), details_digest),
         (Field::Text.digest(), content_text_digest(result)),
     ])))
+}
+
+/// Whether a call's result is hashed as a send's: `sessions_send`, a `message` send action,
+/// or what the caller's predicate says.
+fn is_send_like<V: ResultValue, E>(
+    kind: ToolKind,
+    params: Option<&V>,
+    extensions: &mut impl Extensions<V, E>,
+) -> Result<bool, E> {
+    match kind {
+        ToolKind::SessionsSend => Ok(true),
+        ToolKind::Message => Ok(field(params, Field::Action)
+            .as_ref()
+            .and_then(ResultValue::as_str)
+            .is_some_and(|a| SEND_ACTIONS.contains(&a))),
+        _ => extensions.send_like(),
+    }
 }
 
 /// A small map's digest from (key digest, value digest) entries (callers pass at most 8).
@@ -549,7 +574,7 @@ mod tests {
     }
 
     fn digest(kind: ToolKind, params: &Json, result: &Json) -> Option<u64> {
-        result_digest::<_, ()>(kind, Some(params), result, None, &mut NoExtensions).unwrap_or(None)
+        result_digest::<_, ()>(kind, Some(params), result, None, false, &mut NoExtensions).unwrap_or(None)
     }
 
     #[test]
@@ -656,6 +681,48 @@ mod tests {
             ]),
         )]);
         assert_eq!(content_text_digest(&untyped), fp::hash_str(b""));
+    }
+
+    #[test]
+    fn plain_mappings_hash_by_value_only_when_asked() {
+        let hash = |kind, params: &Json, result: &Json, by_value| {
+            result_digest::<_, ()>(kind, Some(params), result, None, by_value, &mut NoExtensions).unwrap_or(None)
+        };
+        let output = |text: &str| map(&[("output", s(text)), ("messageId", s(text))]);
+        // OpenClaw's rule: every mapping without content or details is `{details: {}, text: ""}`.
+        assert_eq!(
+            hash(ToolKind::Other, &Json::Null, &output("a"), false),
+            hash(ToolKind::Other, &Json::Null, &output("b"), false)
+        );
+        assert_ne!(
+            hash(ToolKind::Other, &Json::Null, &output("a"), true),
+            hash(ToolKind::Other, &Json::Null, &output("b"), true)
+        );
+        assert_eq!(
+            hash(ToolKind::Other, &Json::Null, &output("a"), true),
+            Some(output("a").digest())
+        );
+        // A send's volatile ids still do not count.
+        let send = map(&[("action", s("send"))]);
+        let sent = |id: &str, to: &str| map(&[("messageId", s(id)), ("to", s(to))]);
+        assert_eq!(
+            hash(ToolKind::Message, &send, &sent("1", "bob"), true),
+            hash(ToolKind::Message, &send, &sent("2", "bob"), true)
+        );
+        assert_ne!(
+            hash(ToolKind::Message, &send, &sent("1", "bob"), true),
+            hash(ToolKind::Message, &send, &sent("1", "eve"), true)
+        );
+        // An OpenClaw-shaped result keeps OpenClaw's rules, whatever its details hold.
+        for shaped in [
+            map(&[("details", s("not a mapping")), ("output", s("a"))]),
+            map(&[("content", Json::List(vec![])), ("output", s("a"))]),
+        ] {
+            assert_eq!(
+                hash(ToolKind::Other, &Json::Null, &shaped, true),
+                hash(ToolKind::Other, &Json::Null, &shaped, false)
+            );
+        }
     }
 
     #[test]
