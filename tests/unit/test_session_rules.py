@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
-from typing import Any, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -26,8 +26,8 @@ NO_MATCH = "<returncode>1</returncode>\n<output>\n</output>"
 Step = Tuple[Any, ...]
 
 
-def first_finding(config: DoomLoopConfig, script: List[Step]) -> Optional[Tuple[int, DoomLoopEvent]]:
-    """The first step after which the detector reports a loop, with its event."""
+def events(config: DoomLoopConfig, script: List[Step]) -> Iterator[Tuple[int, Optional[DoomLoopEvent]]]:
+    """Plays the script on a fresh detector: each step's index and the loop event after it."""
     detector = DoomLoopDetector(config)
     detector.start_session()
     for index, step in enumerate(script):
@@ -36,27 +36,17 @@ def first_finding(config: DoomLoopConfig, script: List[Step]) -> Optional[Tuple[
         else:
             _, tool, command, result, success = step
             detector.record_action(tool, {"command": command}, result, success)
-        event = detector.get_loop_event()
-        if event is not None:
-            return index, event
-    return None
+        yield index, detector.get_loop_event()
+
+
+def first_finding(config: DoomLoopConfig, script: List[Step]) -> Optional[Tuple[int, DoomLoopEvent]]:
+    """The first step after which the detector reports a loop, with its event."""
+    return next(((index, event) for index, event in events(config, script) if event is not None), None)
 
 
 def rules_found(config: DoomLoopConfig, script: List[Step]) -> set[str]:
     """Every rule reported at some step."""
-    detector = DoomLoopDetector(config)
-    detector.start_session()
-    found = set()
-    for step in script:
-        if step[0] == "say":
-            detector.record_response(step[1])
-        else:
-            _, tool, command, result, success = step
-            detector.record_action(tool, {"command": command}, result, success)
-        event = detector.get_loop_event()
-        if event is not None:
-            found.add(event.metadata["rule"])
-    return found
+    return {event.metadata["rule"] for _, event in events(config, script) if event is not None}
 
 
 # --- the two profiles -------------------------------------------------------------------------
