@@ -1,5 +1,7 @@
 """Benchmarks of the gateway's Redis store: round trips per update, latency per update on
-loopback (p50 and p99 too), and the throughput of 4 processes on one key and on distinct keys.
+loopback (p50 and p99 too), the throughput of 4 processes on one key and on distinct keys, and
+the latency of a tool call (before and after, two updates) through the session registries,
+sync (SessionRegistry on RedisStore) and asyncio (AsyncSessionRegistry on AsyncRedisStore).
 
 The reference, timed in the same run, is the textbook redis-py optimistic update: WATCH the
 key, read it (HGETALL), then MULTI / HSET / PEXPIRE / EXEC (three round trips, the last
@@ -13,14 +15,15 @@ as a plain test, and checks its result.
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Awaitable, Callable, Dict, Iterator, List
 
 import pytest
 
-from doomloop.gateway import MemoryStore, RedisStore
+from doomloop.gateway import AsyncRedisStore, AsyncSessionRegistry, MemoryStore, RedisStore, SessionRegistry
 from redis_helpers import bump, calls, client, count_worker, counted, made_since, run_workers, server_url
 
 TTL = 600
@@ -67,8 +70,21 @@ def percentiles(update: Callable[[], object], count: int) -> List[float]:
         began = time.perf_counter_ns()
         update()
         times.append((time.perf_counter_ns() - began) / 1000)
-    cuts = statistics.quantiles(times, n=100)
-    return [statistics.median(times), cuts[98]]
+    return p50_p99(times)
+
+
+async def async_percentiles(update: Callable[[], Awaitable[object]], count: int) -> List[float]:
+    """:func:`percentiles` of a coroutine function, timed inside the event loop."""
+    times = []
+    for _ in range(count):
+        began = time.perf_counter_ns()
+        await update()
+        times.append((time.perf_counter_ns() - began) / 1000)
+    return p50_p99(times)
+
+
+def p50_p99(times: List[float]) -> List[float]:
+    return [statistics.median(times), statistics.quantiles(times, n=100)[98]]
 
 
 def test_round_trips_per_update(redis_url: str, prefix: str, benchmark: Any) -> None:
@@ -159,3 +175,55 @@ def test_throughput_of_four_processes(redis_url: str, prefix: str, keys: int, be
     assert total == 4 * count
     rate, round_trips = 4 * count / seconds, made.get("evalsha", 0) / (4 * count)
     print(f"\n4 processes, {keys} key(s): {rate:,.0f} updates/s, {round_trips:.2f} round trips per update")
+
+
+# A tool call the registries time: distinct arguments and results each time, so no rule fires
+# (a warned or blocked call costs more, and logs).
+WARM_UP = 50
+
+
+def test_session_registry_tool_call(redis_url: str, prefix: str, benchmark: Any) -> None:
+    """before_tool_call + after_tool_call of one session through SessionRegistry on RedisStore."""
+    calls = iter(range(10**9))
+
+    def tool_call() -> None:
+        n = next(calls)
+        registry.before_tool_call("s", "read", {"p": n})
+        registry.after_tool_call("s", "read", {"p": n}, result=f"r{n}")
+
+    with RedisStore(redis_url, prefix=prefix) as store:
+        registry = SessionRegistry(store=store)
+        for _ in range(WARM_UP):
+            tool_call()
+        benchmark(tool_call)
+        p50, p99 = percentiles(tool_call, 10 if benchmark.disabled else 5000)
+        benchmark.extra_info.update(p50_us=p50, p99_us=p99)
+        assert registry.get("s").tool_loop.get_stats()["blocks"] == 0
+    if not benchmark.disabled:
+        print(f"\nSessionRegistry tool call (RedisStore): p50 {p50:.0f} us, p99 {p99:.0f} us")
+
+
+def test_async_session_registry_tool_call(redis_url: str, prefix: str, benchmark: Any) -> None:
+    """The same tool call through AsyncSessionRegistry on AsyncRedisStore; pytest-benchmark's
+    figure includes entering the event loop once per call, the percentiles are timed inside it."""
+    calls = iter(range(10**9))
+    loop = asyncio.new_event_loop()
+    store = AsyncRedisStore(redis_url, prefix=prefix)
+    registry = AsyncSessionRegistry(store=store)
+
+    async def tool_call() -> None:
+        n = next(calls)
+        await registry.before_tool_call("s", "read", {"p": n})
+        await registry.after_tool_call("s", "read", {"p": n}, result=f"r{n}")
+
+    for _ in range(WARM_UP):
+        loop.run_until_complete(tool_call())
+    benchmark(lambda: loop.run_until_complete(tool_call()))
+    p50, p99 = loop.run_until_complete(async_percentiles(tool_call, 10 if benchmark.disabled else 5000))
+    benchmark.extra_info.update(p50_us=p50, p99_us=p99)
+    session = loop.run_until_complete(registry.get("s"))
+    assert session.tool_loop.get_stats()["blocks"] == 0
+    loop.run_until_complete(store.aclose())
+    loop.close()
+    if not benchmark.disabled:
+        print(f"\nAsyncSessionRegistry tool call (AsyncRedisStore): p50 {p50:.0f} us, p99 {p99:.0f} us")

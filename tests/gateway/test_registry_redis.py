@@ -4,66 +4,19 @@ committed them; replicas pick up each other's state; a damaged blob is a logged 
 
 from __future__ import annotations
 
-import itertools
 import logging
-import multiprocessing
-import queue
-from typing import Any, Dict, List
 
 import pytest
 
-from doomloop import ToolLoopDetector
 from doomloop.gateway import MemoryStore, RedisStore, SessionRegistry
 from redis_helpers import client
-from registry_workers import Seen, drive, params_of
+from registry_workers import check_commit_order, drive, run_drivers
 
 STEPS = 600
 
 
-def _run(url: str, prefix: str, workers: int) -> List[Seen]:
-    context = multiprocessing.get_context("spawn")
-    start = context.Barrier(workers + 1)
-    results = context.Queue()
-    processes = [context.Process(target=drive, args=(url, prefix, w, STEPS, start, results)) for w in range(workers)]
-    for process in processes:
-        process.start()
-    start.wait(timeout=120)
-    collected: Dict[int, List[Seen]] = {}
-    while len(collected) < workers:
-        try:
-            worker, seen = results.get(timeout=1)
-        except queue.Empty:
-            failed = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
-            assert not failed, f"a worker failed (exit codes {failed})"
-            continue
-        collected[worker] = seen
-    for process in processes:
-        process.join(timeout=60)
-        assert process.exitcode == 0
-    return [item for seen in collected.values() for item in seen]
-
-
 def test_two_processes_on_one_session_match_one_process_in_commit_order(redis_url: str, prefix: str) -> None:
-    seen = sorted(_run(redis_url, prefix, workers=2))
-    # Every hook committed exactly once: the indexes are 1..4*STEPS with no gap or repeat.
-    assert [index for index, *_ in seen] == list(range(1, 4 * STEPS + 1))
-    # Both processes took turns, not one after the other.
-    assert sum(1 for a, b in itertools.pairwise(seen) if a[2] != b[2]) > 10
-    # One process applying the same hooks in that order sees what the callers saw.
-    single = ToolLoopDetector()
-    decisions: Dict[Any, Any] = {}
-    for _, hook, worker, step, saw in seen:
-        params = params_of(worker, step)
-        if hook == "before":
-            decision = single.before_tool_call("read", params)
-            assert (decision.blocked, decision.verdict.to_dict()) == saw
-            decisions[worker, step] = decision
-        else:
-            # The caller passed the veto when its own call was blocked, its result otherwise.
-            own = decisions[worker, step]
-            result = own.blocked_result if own.blocked else f"result {params['p']}"
-            assert single.after_tool_call("read", params, result=result).result_hash == saw
-    assert any(saw[0] for _, hook, _, _, saw in seen if hook == "before"), "no call was ever blocked"
+    check_commit_order(run_drivers(drive, redis_url, prefix, workers=2, steps=STEPS), hooks=4 * STEPS)
 
 
 def test_a_replica_picks_up_the_state_another_wrote(redis_url: str, prefix: str) -> None:

@@ -1,9 +1,12 @@
 """The shared-state layer of the gateway runtime: stores that keep each session's detector
 state as an opaque, versioned ``bytes`` blob. :class:`MemoryStore` is the embedded default;
 :class:`RedisStore` and :class:`AsyncRedisStore` share sessions between gateway processes
-(they import redis-py, the ``redis`` extra, only when made). See docs/gateway-stores.md."""
+(they import redis-py, the ``redis`` extra, only when made). :class:`SessionRegistry` and, for
+asyncio gateways, :class:`AsyncSessionRegistry` map session keys to their detectors over a
+store. See docs/gateway.md and docs/gateway-stores.md."""
 
 from ..errors import StoreCorrupt as StoreCorrupt, StoreUnavailable as StoreUnavailable
+from .async_registry import AsyncSessionRegistry as AsyncSessionRegistry
 from .redis_store import AsyncRedisStore as AsyncRedisStore, RedisStore as RedisStore
 from .registry import Session as Session, SessionRegistry as SessionRegistry
 from .store import (
@@ -21,6 +24,7 @@ from .store import (
 __all__ = [
     "MAX_KEY_BYTES",
     "AsyncRedisStore",
+    "AsyncSessionRegistry",
     "AsyncStore",
     "Entry",
     "MemoryStore",

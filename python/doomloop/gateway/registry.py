@@ -8,7 +8,7 @@ import struct
 import threading
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Optional, Tuple, TypeVar
 
 from .. import _log
 from .._settings import Settings
@@ -221,33 +221,14 @@ class SessionRegistry:
     # --- shared state ----------------------------------------------------------------------
 
     def _shared(self, entry: Session, hook: Callable[[], _R]) -> _R:
-        """Run ``hook`` on the session's detectors as one update of its blob in the store: on
-        the state the store holds (restored first when another replica changed it), so
-        replicas reach the verdicts one process would, in the order the store commits."""
+        """Run ``hook`` on the session's detectors as one update of its blob in the store (see
+        :class:`SharedUpdate`)."""
         store = self.store
         if store is None:
             return hook()
-        result: list[_R] = []
-
-        def update(data: Optional[bytes]) -> bytes:
-            if data != entry._saved:
-                try:
-                    self._load(entry, data)
-                except SnapshotError as error:
-                    # Another version's or a damaged blob: start the session afresh, once.
-                    _log.warning(
-                        "session %r: its stored state cannot be read (%s); starting it afresh",
-                        entry.key,
-                        error,
-                        extra=log_extra(entry.key),
-                    )
-                    self._load(entry, None)
-            result[:] = [hook()]
-            entry._saved = _pack(entry)
-            return entry._saved
-
-        store.update(entry.key.encode("utf-8", "surrogateescape"), update, self.ttl)
-        return result[0]
+        update = SharedUpdate(self, entry, hook)
+        store.update(update.name, update, self.ttl)
+        return update.result
 
     def _load(self, entry: Session, data: Optional[bytes]) -> None:
         fresh = self._new_session(entry.key, entry.touched)
@@ -341,6 +322,43 @@ class SessionRegistry:
         chant = ChantDetector(**self.chant_options)
         entry.chant = chant
         return chant
+
+
+class SharedUpdate(Generic[_R]):
+    """The store update that runs one hook on a session's detectors, for the sync and the
+    asyncio registries alike: on the state the store holds (restored first when another
+    replica changed it), so replicas reach the verdicts one process would, in the order the
+    store commits. It may run more than once (on a conflict); ``result`` is the hook's return
+    of the last run, the one stored."""
+
+    __slots__ = ("_registry", "_entry", "_hook", "name", "result")
+
+    result: _R
+
+    def __init__(self, registry: SessionRegistry, entry: Session, hook: Callable[[], _R]) -> None:
+        self._registry = registry
+        self._entry = entry
+        self._hook = hook
+        # The session's key in the store.
+        self.name = entry.key.encode("utf-8", "surrogateescape")
+
+    def __call__(self, data: Optional[bytes]) -> bytes:
+        entry = self._entry
+        if data != entry._saved:
+            try:
+                self._registry._load(entry, data)
+            except SnapshotError as error:
+                # Another version's or a damaged blob: start the session afresh, once.
+                _log.warning(
+                    "session %r: its stored state cannot be read (%s); starting it afresh",
+                    entry.key,
+                    error,
+                    extra=log_extra(entry.key),
+                )
+                self._registry._load(entry, None)
+        self.result = self._hook()
+        entry._saved = _pack(entry)
+        return entry._saved
 
 
 def _check_config(name: str, config: Settings, kind: type) -> None:

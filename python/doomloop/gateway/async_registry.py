@@ -1,0 +1,216 @@
+"""``AsyncSessionRegistry``: the session registry of an asyncio gateway, whose hooks await an
+:class:`~doomloop.gateway.AsyncStore` (``AsyncRedisStore``) instead of blocking the event
+loop. The session map, its eviction and the update a hook makes of a session's blob are
+:class:`~doomloop.gateway.SessionRegistry`'s own. See docs/gateway.md."""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, TypeVar, Union, cast
+
+from ..chant import ChantDetector
+from ..session_config import DoomLoopConfig
+from ..tool_loop import ToolCallDecision, ToolOutcome
+from ..tool_loop_config import LoopDetectionConfig
+from .registry import DEFAULT_MAX_SESSIONS, DEFAULT_TTL, Session, SessionRegistry, SharedUpdate, _normalised
+from .store import AsyncStore, MemoryStore, SessionKey
+
+if TYPE_CHECKING:
+    from ..events import EventCallback
+
+__all__ = ["AsyncSessionRegistry"]
+
+_R = TypeVar("_R")
+
+
+def _check_store(store: object) -> Optional[AsyncStore]:
+    """``store`` when it is an :class:`AsyncStore` (its ``update`` and ``delete`` coroutine
+    functions); ``None`` for no store or a ``MemoryStore``, which the sync registry drives
+    (it never blocks); ``TypeError`` otherwise."""
+    if store is None or isinstance(store, MemoryStore):
+        return None
+    if all(inspect.iscoroutinefunction(getattr(store, method, None)) for method in ("update", "delete")):
+        return cast(AsyncStore, store)
+    problem = "store must be an AsyncStore (update() and delete() coroutines, as AsyncRedisStore's) or a MemoryStore"
+    problem += f", got {type(store).__name__}"
+    if callable(getattr(store, "update", None)):
+        problem += ": a sync store would block the event loop (use it with SessionRegistry)"
+    raise TypeError(problem)
+
+
+class AsyncSessionRegistry:
+    """:class:`~doomloop.gateway.SessionRegistry` for asyncio gateways: the same arguments and
+    the same hooks, those that touch the store as coroutines.
+
+    Args:
+        store: an :class:`~doomloop.gateway.AsyncStore` (``AsyncRedisStore``) so that
+            replicas serving one session share its state, each hook awaiting one update of the
+            session's blob (one round trip in the common path); a ``MemoryStore``, which never
+            blocks; or ``None`` (the default) to keep every session in this process only. A sync
+            store such as ``RedisStore`` is a ``TypeError``: it would block the event loop.
+        session_config, tool_config, chant_options, ttl, max_sessions, on_event, clock,
+        **tool_options: as :class:`~doomloop.gateway.SessionRegistry`'s.
+
+    With an ``AsyncStore``, use the registry from the event loop its store belongs to; its
+    tasks may serve one session concurrently (the store's update loses none of their hooks).
+    Without one, it is as safe to share between threads as ``SessionRegistry``. ``stream``,
+    ``len``, ``in`` and :meth:`stats` never touch the store and are plain methods.
+    """
+
+    def __init__(
+        self,
+        *,
+        session_config: Optional[DoomLoopConfig] = None,
+        tool_config: Optional[LoopDetectionConfig] = None,
+        chant_options: Optional[Dict[str, Any]] = None,
+        ttl: float = DEFAULT_TTL,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        store: Union[AsyncStore, MemoryStore, None] = None,
+        on_event: Optional[EventCallback] = None,
+        clock: Optional[Callable[[], float]] = None,
+        **tool_options: Any,
+    ) -> None:
+        shared = _check_store(store)
+        # The session map and the checks of every other argument are the sync registry's; it
+        # drives a MemoryStore itself.
+        self._registry = SessionRegistry(
+            session_config=session_config,
+            tool_config=tool_config,
+            chant_options=chant_options,
+            ttl=ttl,
+            max_sessions=max_sessions,
+            store=store if isinstance(store, MemoryStore) else None,
+            on_event=on_event,
+            clock=clock,
+            **tool_options,
+        )
+        self.store = store
+        self._store = shared
+
+    async def _shared(self, store: AsyncStore, key: SessionKey, hook: Callable[[Session], _R]) -> _R:
+        # The sync registry's update of the session's blob, awaited.
+        registry = self._registry
+        entry = registry._session(key)
+        update = SharedUpdate(registry, entry, lambda: hook(entry))
+        await store.update(update.name, update, registry.ttl)
+        return update.result
+
+    # --- the hooks ---------------------------------------------------------------------------
+
+    async def before_tool_call(
+        self, key: SessionKey, tool: str, params: Any, *, run_id: Optional[str] = None, tool_call_id: Optional[str] = None
+    ) -> ToolCallDecision:
+        """:meth:`ToolLoopDetector.before_tool_call` of the session's detector."""
+        store = self._store
+        if store is None:
+            return self._registry.before_tool_call(key, tool, params, run_id=run_id, tool_call_id=tool_call_id)
+        return await self._shared(
+            store, key, lambda entry: entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id)
+        )
+
+    async def after_tool_call(
+        self,
+        key: SessionKey,
+        tool: str,
+        params: Any,
+        *,
+        result: Any = None,
+        error: Any = None,
+        run_id: Optional[str] = None,
+        tool_call_id: Optional[str] = None,
+    ) -> ToolOutcome:
+        """:meth:`ToolLoopDetector.after_tool_call` of the session's detector."""
+        store = self._store
+        if store is None:
+            return self._registry.after_tool_call(
+                key, tool, params, result=result, error=error, run_id=run_id, tool_call_id=tool_call_id
+            )
+        return await self._shared(
+            store,
+            key,
+            lambda entry: entry.tool_loop.after_tool_call(
+                tool, params, result=result, error=error, run_id=run_id, tool_call_id=tool_call_id
+            ),
+        )
+
+    async def arm_post_compaction(self, key: SessionKey) -> int:
+        """:meth:`ToolLoopDetector.arm_post_compaction` of the session's detector."""
+        store = self._store
+        if store is None:
+            return self._registry.arm_post_compaction(key)
+        return await self._shared(store, key, lambda entry: entry.tool_loop.arm_post_compaction())
+
+    async def record_action(
+        self,
+        key: SessionKey,
+        action_type: str,
+        args: Any,
+        result: Any,
+        success: bool,
+        duration: Optional[float] = None,
+        metadata: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        """:meth:`DoomLoopDetector.record_action` of the session's detector."""
+        store = self._store
+        if store is None:
+            self._registry.record_action(key, action_type, args, result, success, duration, metadata)
+        else:
+            await self._shared(
+                store, key, lambda entry: entry.session.record_action(action_type, args, result, success, duration, metadata)
+            )
+
+    async def mark_progress(self, key: SessionKey, marker: str) -> None:
+        """:meth:`DoomLoopDetector.mark_progress` of the session's detector."""
+        store = self._store
+        if store is None:
+            self._registry.mark_progress(key, marker)
+        else:
+            await self._shared(store, key, lambda entry: entry.session.mark_progress(marker))
+
+    async def record_response(self, key: SessionKey, text: str) -> None:
+        """:meth:`DoomLoopDetector.record_response` of the session's detector."""
+        store = self._store
+        if store is None:
+            self._registry.record_response(key, text)
+        else:
+            await self._shared(store, key, lambda entry: entry.session.record_response(text))
+
+    async def is_doom_loop(self, key: SessionKey) -> bool:
+        """:meth:`DoomLoopDetector.is_doom_loop` of the session's detector."""
+        store = self._store
+        if store is None:
+            return self._registry.is_doom_loop(key)
+        return await self._shared(store, key, lambda entry: entry.session.is_doom_loop())
+
+    async def get(self, key: SessionKey) -> Session:
+        """The session's detectors, created if it has none (or its idle TTL passed), on the
+        state the store holds."""
+        store = self._store
+        if store is None:
+            return self._registry.get(key)
+        return await self._shared(store, key, lambda entry: entry)
+
+    async def discard(self, key: SessionKey) -> None:
+        """Forget the session here (and in the store): its next hook starts it afresh."""
+        self._registry.discard(key)
+        if self._store is not None:
+            await self._store.delete(_normalised(key).encode("utf-8", "surrogateescape"))
+
+    # --- what never touches the store --------------------------------------------------------
+
+    def stream(self, key: SessionKey) -> ChantDetector:
+        """:meth:`SessionRegistry.stream`: a fresh :class:`~doomloop.ChantDetector` for the
+        response about to be streamed in this session (streams are not shared through the
+        store, so this is no coroutine)."""
+        return self._registry.stream(key)
+
+    def __len__(self) -> int:
+        """Live sessions in this process (idle ones past the TTL are dropped first)."""
+        return len(self._registry)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._registry
+
+    def stats(self) -> Dict[str, int]:
+        """:meth:`SessionRegistry.stats`: ``live``, ``created``, ``evicted`` and ``expired``."""
+        return self._registry.stats()
