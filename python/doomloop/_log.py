@@ -30,9 +30,9 @@ def warning(message: str, *args: object, extra: Optional[Dict[str, Any]] = None)
     _logger().warning(message, *args, extra=extra)
 
 
-def info(message: str, *args: object) -> None:
-    """Log an info line under the ``doomloop`` logger."""
-    _logger().info(message, *args)
+def info(message: str, *args: object, extra: Optional[Dict[str, Any]] = None) -> None:
+    """Log an info line under the ``doomloop`` logger (``extra``: structured fields of the record)."""
+    _logger().info(message, *args, extra=extra)
 
 
 def error(message: str, *args: object, extra: Optional[Dict[str, Any]] = None) -> None:

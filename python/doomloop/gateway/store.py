@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import logging
 import threading
 import time
 from collections import OrderedDict
@@ -453,7 +452,7 @@ class Outage:
             self._missed += 1
         # Logged outside the lock: handlers are the application's code.
         if starts:
-            _logger().warning(
+            _log.warning(
                 "doomloop: the store at %s is unavailable (%s); %s until it is back",
                 self._server,
                 _describe(error),
@@ -473,7 +472,7 @@ class Outage:
             self._since = None
             self._probing = False
             self._backoff = OUTAGE_BACKOFF_FIRST
-        _logger().info(
+        _log.info(
             "doomloop: the store at %s is back after %.1f s; %d calls did not reach it meanwhile",
             self._server,
             lasted,
@@ -483,13 +482,7 @@ class Outage:
 
     def warn(self, name: bytes, message: str, *args: object) -> None:
         """Log a warning about one key (a corrupt entry, a contended key), with its fields."""
-        _logger().warning(message, *args, extra=_extra(name, server=self._server))
-
-
-def _logger() -> logging.Logger:
-    # _log's logger, for its handler set-up; called with `extra` fields, which _log's helpers do
-    # not pass on.
-    return _log._logger()
+        _log.warning(message, *args, extra=_extra(name, server=self._server))
 
 
 def _extra(name: bytes, **fields: object) -> Dict[str, object]:
