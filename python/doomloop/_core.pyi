@@ -47,8 +47,8 @@ def fingerprint(value: object, /) -> int:
 
 def settings_of(owner: str, /) -> Tuple[Tuple[str, Any, Any, Any], ...]:
     """The engine's settings of a config class (``"DoomLoopConfig"``, ``"LoopDetectionConfig"``,
-    ``"PostCompactionGuard"``): ``(name, default, minimum, maximum)`` each, in constructor
-    order (bounds None for switches)."""
+    ``"PostCompactionGuard"``, ``"ChantDetector"``): ``(name, default, minimum, maximum)``
+    each, in constructor order (bounds None for switches)."""
 
 def snapshot_settings(owner: str, data: Union[bytes, bytearray, memoryview], /) -> Tuple[Any, ...]:
     """The settings values (checked) of a snapshot made by a detector whose config class is
@@ -334,12 +334,9 @@ class ChantEngine:
 
     def __new__(
         cls,
-        content_chunk_size: int = 50,
-        max_repeated_chunks: int = 8,
+        settings: Tuple[Any, ...],
+        /,
         *,
-        ignore_whitespace: bool = True,
-        max_period: int = 1000,
-        seed: Optional[int] = None,
         _hash_key: Optional[Tuple[int, int]] = None,
         _event_type: Optional[Callable[..., Any]] = None,
     ) -> ChantEngine: ...

@@ -41,12 +41,13 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple, Union, cast
 
 from ._core import CHANT_DETACH_THRESHOLD, ChantEngine
-from ._validate import boolean, positive_int
+from ._settings import defaults
 from .enums import DoomLoopType
 
 __all__ = ["CHANT_DETACH_THRESHOLD", "ChantDetector", "ChantEvent", "ChantingDetected"]
 
-_OWNER = "ChantDetector"
+# The engine's settings table: defaults and ranges are not restated here.
+_D = defaults("ChantDetector")
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,10 @@ class ChantDetector(ChantEngine):
             reproduced: detectors with the same seed and options report the same events at
             the same positions. Default: a secret random key per detector.
 
+    The defaults and ranges are the engine's (docs/chanting.md lists them): a value of the
+    wrong type raises ``TypeError`` and one out of range :class:`~doomloop.ConfigError` (a
+    ``ValueError``), naming the option and the range it accepts.
+
     Each detector hashes windows with its own key (kept across :meth:`reset`), so which
     window of a chant is tracked, and hence the exact offset at which it is reported (always
     within the bound above, whatever the key), can differ between detectors; one detector
@@ -121,30 +126,17 @@ class ChantDetector(ChantEngine):
 
     def __new__(
         cls,
-        content_chunk_size: int = 50,
-        max_repeated_chunks: int = 8,
+        content_chunk_size: int = _D["content_chunk_size"],
+        max_repeated_chunks: int = _D["max_repeated_chunks"],
         *,
-        ignore_whitespace: bool = True,
-        max_period: int = 1000,
-        seed: Optional[int] = None,
+        ignore_whitespace: bool = _D["ignore_whitespace"],
+        max_period: int = _D["max_period"],
+        seed: Optional[int] = _D["seed"],
         _hash_key: Optional[Tuple[int, int]] = None,
     ) -> ChantDetector:
-        positive_int(_OWNER, "content_chunk_size", content_chunk_size)
-        positive_int(_OWNER, "max_repeated_chunks", max_repeated_chunks)
-        positive_int(_OWNER, "max_period", max_period)
-        boolean(_OWNER, "ignore_whitespace", ignore_whitespace)
-        if seed is not None:
-            seed = positive_int(_OWNER, "seed", seed, minimum=0)
-        engine = super().__new__(
-            cls,
-            content_chunk_size,
-            max_repeated_chunks,
-            ignore_whitespace=ignore_whitespace,
-            max_period=max_period,
-            seed=seed,
-            _hash_key=_hash_key,
-            _event_type=ChantEvent,
-        )
+        # One engine call checks them all: TypeError or ConfigError naming the option.
+        settings = (content_chunk_size, max_repeated_chunks, ignore_whitespace, max_period, seed)
+        engine = super().__new__(cls, settings, _hash_key=_hash_key, _event_type=ChantEvent)
         return cast("ChantDetector", engine)
 
     def __sizeof__(self) -> int:

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use doomloop_engine::chant::{Chant, ChantConfig, ChantEvent, HashKey, TextInput, Token};
+use doomloop_engine::settings::CHANT;
 use numpy::ndarray::s;
 use numpy::{Element, PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -18,6 +19,7 @@ use pyo3::sync::{MutexExt, PyOnceLock};
 use pyo3::types::{PyDict, PyIterator, PyString, PyTuple};
 use pyo3::{ffi, intern};
 
+use crate::settings::checked;
 use crate::tool_results::type_name;
 
 /// Chunks at least this long (bytes of a str read as ASCII or UTF-8, code points of one copied
@@ -431,33 +433,26 @@ fn scan_tokens<T: Element + Copy>(
 
 #[pymethods]
 impl ChantEngine {
-    /// Build a detector (the Python subclass validates the arguments first). `seed` derives
-    /// the hash key (`HashKey::from_seed`) instead of drawing a secret random one, so a
-    /// verdict can be reproduced; `_hash_key` (base, salt) gives the key itself, for tests
-    /// that model the rule exactly. `_event_type` builds events from their fields as keywords
-    /// (default: a dict).
+    /// Build from a `ChantDetector`'s settings (in `settings_of("ChantDetector")` order:
+    /// content_chunk_size, max_repeated_chunks, ignore_whitespace, max_period, seed; checked
+    /// here). `seed` derives the hash key (`HashKey::from_seed`) instead of drawing a secret
+    /// random one, so a verdict can be reproduced; `_hash_key` (base, salt) gives the key
+    /// itself, for tests that model the rule exactly. `_event_type` builds events from their
+    /// fields as keywords (default: a dict).
     #[new]
-    #[pyo3(signature = (content_chunk_size = 50, max_repeated_chunks = 8, *, ignore_whitespace = true, max_period = 1000, seed = None, _hash_key = None, _event_type = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (settings, /, *, _hash_key = None, _event_type = None))]
     fn new(
-        py: Python<'_>,
-        content_chunk_size: u64,
-        max_repeated_chunks: u64,
-        ignore_whitespace: bool,
-        max_period: u64,
-        seed: Option<u64>,
+        settings: &Bound<'_, PyTuple>,
         _hash_key: Option<(u64, u64)>,
         _event_type: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
-        let config = ChantConfig {
-            window: content_chunk_size,
-            min_repeats: max_repeated_chunks,
-            max_period,
-            ignore_whitespace,
-        };
-        if let Some(problem) = config.problem() {
-            return Err(PyValueError::new_err(format!("ChantDetector.{problem}")));
-        }
+        let py = settings.py();
+        let settings = checked(&CHANT, settings)?;
+        let config = ChantConfig::from_values(&settings);
+        let seed = CHANT
+            .index("seed")
+            .and_then(|i| settings.get(i))
+            .and_then(|value| value.optional_count());
         let key = match (seed, _hash_key) {
             (Some(_), Some(_)) => return Err(PyValueError::new_err("ChantDetector takes seed or _hash_key, not both")),
             (Some(seed), None) => HashKey::from_seed(seed),

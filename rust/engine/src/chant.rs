@@ -51,6 +51,8 @@ use std::cell::RefCell;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
+use crate::settings::{Value, CHANT};
+
 /// Largest history (in symbols) a configuration may need; bounds memory per detector.
 pub const MAX_HISTORY: u64 = 1 << 21;
 
@@ -62,7 +64,10 @@ const BATCH: usize = 256;
 
 /// Largest chain distance the compact table entries can hold.
 const MAX_DISTANCE: u64 = u16::MAX as u64;
-const MAX_REPEATS: u64 = u16::MAX as u64;
+/// Largest `max_period` (and window): a chain distance must fit the table entries.
+pub const MAX_PERIOD: u64 = MAX_DISTANCE - 1;
+/// Most repeats a chain entry counts.
+pub const MAX_REPEATS: u64 = u16::MAX as u64;
 const WAYS: usize = 4;
 /// The rank of "no window" (see `rank`).
 const NO_RANK: i32 = i32::MAX;
@@ -364,40 +369,57 @@ impl ChantConfig {
         (self.min_repeats + 1) * self.max_distance() + self.window
     }
 
-    /// Why this configuration is unusable, if it is: the message names the setting to change
-    /// (as `ChantDetector` calls it) and the range it accepts given the others.
-    pub fn problem(&self) -> Option<String> {
+    /// The configuration of a `settings::CHANT` values row (checked: each in its range).
+    pub fn from_values(values: &[Value]) -> ChantConfig {
+        let get = |name| CHANT.index(name).and_then(|i| values.get(i).copied());
+        let count = |name| get(name).map_or(0, Value::count);
+        ChantConfig {
+            window: count("content_chunk_size"),
+            min_repeats: count("max_repeated_chunks"),
+            max_period: count("max_period"),
+            ignore_whitespace: get("ignore_whitespace").and_then(Value::switch).unwrap_or(true),
+        }
+    }
+
+    /// Why this configuration is unusable, if it is: the setting to change (as
+    /// `ChantDetector` calls it) and the range it accepts given the others.
+    pub fn problem(&self) -> Option<(&'static str, String)> {
         for (name, value) in [
             ("content_chunk_size", self.window),
             ("max_repeated_chunks", self.min_repeats),
             ("max_period", self.max_period),
         ] {
             if value == 0 {
-                return Some(format!("{name} must be >= 1, got 0"));
+                return Some((name, "must be >= 1, got 0".to_owned()));
             }
         }
-        if self.max_period >= MAX_DISTANCE {
-            return Some(format!(
-                "max_period must be <= {}, got {}",
-                MAX_DISTANCE - 1,
-                self.max_period
+        if self.max_period > MAX_PERIOD {
+            return Some((
+                "max_period",
+                format!("must be <= {MAX_PERIOD}, got {}", self.max_period),
             ));
         }
         if self.window > self.most_window() {
-            return Some(format!(
-                "content_chunk_size must be <= {} with max_period={}, got {}",
-                self.most_window(),
-                self.max_period,
-                self.window
+            return Some((
+                "content_chunk_size",
+                format!(
+                    "must be <= {} with max_period={}, got {}",
+                    self.most_window(),
+                    self.max_period,
+                    self.window
+                ),
             ));
         }
         if self.min_repeats > self.most_repeats() {
-            return Some(format!(
-                "max_repeated_chunks must be <= {} with content_chunk_size={} and max_period={}, got {}",
-                self.most_repeats(),
-                self.window,
-                self.max_period,
-                self.min_repeats
+            return Some((
+                "max_repeated_chunks",
+                format!(
+                    "must be <= {} with content_chunk_size={} and max_period={}, got {}",
+                    self.most_repeats(),
+                    self.window,
+                    self.max_period,
+                    self.min_repeats
+                ),
             ));
         }
         None

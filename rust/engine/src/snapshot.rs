@@ -143,6 +143,7 @@ pub fn schema_digest(schema: &Schema) -> u64 {
             Kind::Number { .. } => b'n',
             Kind::Switch => b's',
             Kind::OptionalSwitch => b'o',
+            Kind::OptionalCount { .. } => b'p',
         });
     }
     xxh3_64(&shape)
