@@ -52,7 +52,7 @@ def settings_of(owner: str, /) -> Tuple[Tuple[str, Any, Any, Any], ...]:
 
 def snapshot_settings(owner: str, data: Union[bytes, bytearray, memoryview], /) -> Tuple[Any, ...]:
     """The settings values (checked) of a snapshot made by a detector whose config class is
-    ``owner``; :class:`doomloop.SnapshotError` if ``data`` is not such a snapshot."""
+    ``owner`` (``"ChantDetector"`` for a chant detector); :class:`doomloop.SnapshotError` if ``data`` is not such a snapshot."""
 
 def check_settings(owner: str, values: Tuple[Any, ...], /) -> Tuple[Any, ...]:
     """``values`` (one per setting of ``owner``, in order) checked: TypeError for a value of
@@ -339,6 +339,7 @@ class ChantEngine:
         *,
         _hash_key: Optional[Tuple[int, int]] = None,
         _event_type: Optional[Callable[..., Any]] = None,
+        _on_chant: Optional[Callable[[Any, Any], object]] = None,
     ) -> ChantEngine: ...
     def feed(self, text: str, /) -> Optional[ChantEvent]:
         """Feed one chunk of text; returns a ``ChantEvent`` when chanting is found in it,
@@ -357,6 +358,10 @@ class ChantEngine:
     @property
     def history_size(self) -> int:
         """Symbols of history kept (the memory bound)."""
+    def to_bytes(self) -> bytes:
+        """The detector's settings and whole state as a snapshot (docs/snapshots.md): the
+        stream (text or tokens) with its history, chains and hash key, and any chant found."""
+    def _restore(self, data: Union[bytes, bytearray, memoryview]) -> None: ...
     def _state_size(self) -> int:
         """Bytes the Rust state holds outside the Python object (history, chain table, the
         chant found)."""

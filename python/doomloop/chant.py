@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple, Union, cast
 
-from ._core import CHANT_DETACH_THRESHOLD, ChantEngine
+from ._core import CHANT_DETACH_THRESHOLD, ChantEngine, snapshot_settings
 from ._settings import defaults
 from .enums import DoomLoopType
 
@@ -122,6 +122,11 @@ class ChantDetector(ChantEngine):
     (chunks are applied one at a time); chunks of at least ``CHANT_DETACH_THRESHOLD`` bytes
     (code points, for long non-ASCII text) or tokens are scanned with the interpreter lock
     released.
+
+    :meth:`to_bytes` saves the options and the whole state (the stream, its hash key and any
+    chant found) and :meth:`from_bytes` restores it, so the restored detector reports what
+    the original would for any continuation; ``copy``, ``deepcopy`` and ``pickle`` go
+    through them.
     """
 
     def __new__(
@@ -139,5 +144,29 @@ class ChantDetector(ChantEngine):
         engine = super().__new__(cls, settings, _hash_key=_hash_key, _event_type=ChantEvent)
         return cast("ChantDetector", engine)
 
+    @classmethod
+    def from_bytes(cls, data: bytes) -> ChantDetector:
+        """The detector a :meth:`to_bytes` snapshot saved: same options, same stream, same
+        hash key and the chant it found, so it answers every continuation as the original
+        would. Raises :class:`~doomloop.SnapshotError` naming what is wrong with ``data``."""
+        settings = dict(zip(_D, snapshot_settings("ChantDetector", data), strict=True))
+        self = cls(**settings)
+        self._restore(data)
+        return self
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_restored, (type(self), self.to_bytes()))
+
+    def __copy__(self) -> ChantDetector:
+        return _restored(type(self), self.to_bytes())
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> ChantDetector:
+        return self.__copy__()
+
     def __sizeof__(self) -> int:
         return object.__sizeof__(self) + self._state_size()
+
+
+def _restored(cls: type[ChantDetector], data: bytes) -> ChantDetector:
+    # Module-level, so pickle can name it.
+    return cls.from_bytes(data)

@@ -302,6 +302,11 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(self.take(n, what)?).map_err(|_| invalid(format!("{what} is not UTF-8")))
     }
 
+    /// Bytes left to read.
+    pub fn remaining(&self) -> usize {
+        self.data.len()
+    }
+
     pub fn bytes(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], SnapshotError> {
         self.take(n, what)
     }
