@@ -16,7 +16,7 @@ import pytest
 import xxhash
 from hypothesis import given, settings, strategies as st
 
-from doomloop import ChantDetector, DoomLoopDetector, SnapshotError, ToolLoopDetector
+from doomloop import ChantDetector, DoomLoopDetector, LoopEvent, SnapshotError, ToolLoopDetector
 
 # (what, payload): "text" a str chunk, "tokens" a list of ids, "reset".
 Step = Tuple[str, Any]
@@ -113,33 +113,45 @@ def test_long_streams_wrap_the_ring_and_restore_at_every_turn() -> None:
         assert [restored.feed(text[at : at + 37]) for at in range(cut, len(text), 37)] == expected[cut // 37 :]
 
 
-def test_copy_deepcopy_and_pickle_carry_the_state() -> None:
-    detector = ChantDetector()
+def test_copy_deepcopy_and_pickle_carry_the_state_and_the_options() -> None:
+    seen: List[LoopEvent] = []
+    detector = ChantDetector(on_event=seen.append, session_key="s-1")
     chant = "I will call the tool again. " * 40
     assert detector.feed(chant[:300]) is None
     data = detector.to_bytes()
-    twins = [copy.copy(detector), copy.deepcopy(detector), pickle.loads(pickle.dumps(detector))]
-    assert [twin.to_bytes() for twin in twins] == [data] * 3
+    twins = [copy.copy(detector), copy.deepcopy(detector)]
+    for twin in twins:
+        assert twin.to_bytes() == data and twin.session_key == "s-1" and twin.on_event == seen.append
     expected = detector.feed(chant[300:])
     assert expected is not None
-    assert [twin.feed(chant[300:]) for twin in twins] == [expected] * 3
+    assert [twin.feed(chant[300:]) for twin in twins] == [expected, expected]
+    assert [event.session_key for event in seen] == ["s-1"] * 3
+    seeded = ChantDetector(seed=3, session_key="p")
+    seeded.feed(chant[:300])
+    pickled = pickle.loads(pickle.dumps(seeded))
+    assert pickled.to_bytes() == seeded.to_bytes()
+    assert (pickled.session_key, pickled.on_event) == ("p", None)
+    assert pickled.feed(chant[300:]) == seeded.feed(chant[300:])
 
 
-def test_a_chant_already_found_is_not_returned_again() -> None:
-    detector = ChantDetector()
+def test_a_chant_already_reported_is_not_reported_again() -> None:
+    seen: List[LoopEvent] = []
+    detector = ChantDetector(on_event=seen.append)
     event = detector.feed("I will call the tool again. " * 40)
-    assert event is not None
-    restored = ChantDetector.from_bytes(detector.to_bytes())
+    assert event is not None and len(seen) == 1
+    restored = ChantDetector.from_bytes(detector.to_bytes(), on_event=seen.append)
     assert restored.event == event and restored.position == detector.position
-    assert restored.feed("more") is None
+    assert restored.feed("more") is None and len(seen) == 1
     restored.reset()
-    assert restored.feed("I will call the tool again. " * 40) == event
+    assert restored.feed("I will call the tool again. " * 40) == event and len(seen) == 2
 
 
-def test_from_bytes_takes_the_same_settings() -> None:
+def test_from_bytes_takes_only_runtime_options_and_the_same_settings() -> None:
     data = ChantDetector(10, 3, max_period=40, seed=9).to_bytes()
-    restored = ChantDetector.from_bytes(data)
-    assert restored.history_size == ChantDetector(10, 3, max_period=40).history_size
+    restored = ChantDetector.from_bytes(data, session_key="k")
+    assert (restored.history_size, restored.session_key) == (ChantDetector(10, 3, max_period=40).history_size, "k")
+    with pytest.raises(TypeError, match="unknown option"):
+        ChantDetector.from_bytes(data, max_period=5)
     with pytest.raises(ValueError, match="settings"):
         ChantDetector(10, 3)._restore(data)
     for form in (bytearray(data), memoryview(data)):
