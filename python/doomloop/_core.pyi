@@ -52,7 +52,8 @@ def settings_of(owner: str, /) -> Tuple[Tuple[str, Any, Any, Any], ...]:
 
 def snapshot_settings(owner: str, data: Union[bytes, bytearray, memoryview], /) -> Tuple[Any, ...]:
     """The settings values (checked) of a snapshot made by a detector whose config class is
-    ``owner`` (``"ChantDetector"`` for a chant detector); :class:`doomloop.SnapshotError` if ``data`` is not such a snapshot."""
+    ``owner`` (``"ChantDetector"`` for a chant detector); :class:`doomloop.SnapshotError` if
+    ``data`` is not such a snapshot."""
 
 def check_settings(owner: str, values: Tuple[Any, ...], /) -> Tuple[Any, ...]:
     """``values`` (one per setting of ``owner``, in order) checked: TypeError for a value of
