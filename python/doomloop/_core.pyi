@@ -47,12 +47,13 @@ def fingerprint(value: object, /) -> int:
 
 def settings_of(owner: str, /) -> Tuple[Tuple[str, Any, Any, Any], ...]:
     """The engine's settings of a config class (``"DoomLoopConfig"``, ``"LoopDetectionConfig"``,
-    ``"PostCompactionGuard"``): ``(name, default, minimum, maximum)`` each, in constructor
-    order (bounds None for switches)."""
+    ``"PostCompactionGuard"``, ``"ChantDetector"``): ``(name, default, minimum, maximum)``
+    each, in constructor order (bounds None for switches)."""
 
 def snapshot_settings(owner: str, data: Union[bytes, bytearray, memoryview], /) -> Tuple[Any, ...]:
     """The settings values (checked) of a snapshot made by a detector whose config class is
-    ``owner``; :class:`doomloop.SnapshotError` if ``data`` is not such a snapshot."""
+    ``owner`` (``"ChantDetector"`` for a chant detector); :class:`doomloop.SnapshotError` if
+    ``data`` is not such a snapshot."""
 
 def check_settings(owner: str, values: Tuple[Any, ...], /) -> Tuple[Any, ...]:
     """``values`` (one per setting of ``owner``, in order) checked: TypeError for a value of
@@ -334,14 +335,12 @@ class ChantEngine:
 
     def __new__(
         cls,
-        content_chunk_size: int = 50,
-        max_repeated_chunks: int = 8,
+        settings: Tuple[Any, ...],
+        /,
         *,
-        ignore_whitespace: bool = True,
-        max_period: int = 1000,
-        seed: Optional[int] = None,
         _hash_key: Optional[Tuple[int, int]] = None,
         _event_type: Optional[Callable[..., Any]] = None,
+        _on_chant: Optional[Callable[[Any, Any], object]] = None,
     ) -> ChantEngine: ...
     def feed(self, text: str, /) -> Optional[ChantEvent]:
         """Feed one chunk of text; returns a ``ChantEvent`` when chanting is found in it,
@@ -360,6 +359,10 @@ class ChantEngine:
     @property
     def history_size(self) -> int:
         """Symbols of history kept (the memory bound)."""
+    def to_bytes(self) -> bytes:
+        """The detector's settings and whole state as a snapshot (docs/snapshots.md): the
+        stream (text or tokens) with its history, chains and hash key, and any chant found."""
+    def _restore(self, data: Union[bytes, bytearray, memoryview]) -> None: ...
     def _state_size(self) -> int:
         """Bytes the Rust state holds outside the Python object (history, chain table, the
         chant found)."""

@@ -38,15 +38,22 @@ start, whatever the detector's key, however the text is split into chunks
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple, Union, cast
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Union, cast
 
-from ._core import CHANT_DETACH_THRESHOLD, ChantEngine
-from ._validate import boolean, positive_int
+from . import _log
+from ._core import CHANT_DETACH_THRESHOLD, ChantEngine, snapshot_settings
+from ._settings import defaults
 from .enums import DoomLoopType
+from .events import LoopEvent, checked_callback, log_extra
+
+if TYPE_CHECKING:
+    from .events import EventCallback
 
 __all__ = ["CHANT_DETACH_THRESHOLD", "ChantDetector", "ChantEvent", "ChantingDetected"]
 
-_OWNER = "ChantDetector"
+# The engine's settings table: defaults and ranges are not restated here.
+_D = defaults("ChantDetector")
+_RUNTIME_OPTIONS = frozenset({"on_event", "session_key"})
 
 
 @dataclass(frozen=True)
@@ -87,8 +94,21 @@ class ChantingDetected(Exception):
     """Raised by the stream guards when chanting is found; ``.event`` says what and where."""
 
     def __init__(self, event: ChantEvent) -> None:
-        super().__init__(f"model output is chanting: period {event.period}, {event.count} repeats from offset {event.start}")
+        super().__init__(_message(event))
         self.event = event
+
+
+def _message(event: ChantEvent) -> str:
+    return f"model output is chanting: period {event.period}, {event.count} repeats from offset {event.start}"
+
+
+def _chanted(detector: ChantDetector, event: ChantEvent) -> None:
+    # Called by the engine once per chant found, when its event is handed out, with the lock
+    # released: log it and report it.
+    message = _message(event)
+    _log.warning("%s", message, extra=log_extra(detector.session_key))
+    if detector.on_event is not None:
+        detector.on_event(LoopEvent("chant", "chanting", "critical", event.count, message, session_key=detector.session_key))
 
 
 class ChantDetector(ChantEngine):
@@ -104,6 +124,18 @@ class ChantDetector(ChantEngine):
         seed: an int in ``0..2**64`` that fixes the detector's hash key, so a verdict can be
             reproduced: detectors with the same seed and options report the same events at
             the same positions. Default: a secret random key per detector.
+        on_event: ``callable(LoopEvent)`` called once per chant found (source ``"chant"``,
+            detector ``"chanting"``, level ``"critical"``, count the repeats), with the lock
+            released; what it raises propagates to the caller of the feed that found it (the
+            chant stays found).
+        session_key: the gateway session this detector serves, carried by its events and,
+            as the structured ``extra`` field ``session_key``, by its log records.
+
+    Each chant found is logged once (a warning under the ``doomloop`` logger).
+
+    The defaults and ranges are the engine's (docs/chanting.md lists them): a value of the
+    wrong type raises ``TypeError`` and one out of range :class:`~doomloop.ConfigError` (a
+    ``ValueError``), naming the option and the range it accepts.
 
     Each detector hashes windows with its own key (kept across :meth:`reset`), so which
     window of a chant is tracked, and hence the exact offset at which it is reported (always
@@ -117,35 +149,71 @@ class ChantDetector(ChantEngine):
     (chunks are applied one at a time); chunks of at least ``CHANT_DETACH_THRESHOLD`` bytes
     (code points, for long non-ASCII text) or tokens are scanned with the interpreter lock
     released.
+
+    :meth:`to_bytes` saves the options and the whole state (the stream, its hash key and any
+    chant found) and :meth:`from_bytes` restores it, so the restored detector reports what
+    the original would for any continuation; ``copy``, ``deepcopy`` and ``pickle`` go
+    through them and carry ``on_event`` and ``session_key`` along.
     """
+
+    on_event: Optional[EventCallback]
+    session_key: Optional[str]
 
     def __new__(
         cls,
-        content_chunk_size: int = 50,
-        max_repeated_chunks: int = 8,
+        content_chunk_size: int = _D["content_chunk_size"],
+        max_repeated_chunks: int = _D["max_repeated_chunks"],
         *,
-        ignore_whitespace: bool = True,
-        max_period: int = 1000,
-        seed: Optional[int] = None,
+        ignore_whitespace: bool = _D["ignore_whitespace"],
+        max_period: int = _D["max_period"],
+        seed: Optional[int] = _D["seed"],
+        on_event: Optional[EventCallback] = None,
+        session_key: Optional[str] = None,
         _hash_key: Optional[Tuple[int, int]] = None,
     ) -> ChantDetector:
-        positive_int(_OWNER, "content_chunk_size", content_chunk_size)
-        positive_int(_OWNER, "max_repeated_chunks", max_repeated_chunks)
-        positive_int(_OWNER, "max_period", max_period)
-        boolean(_OWNER, "ignore_whitespace", ignore_whitespace)
-        if seed is not None:
-            seed = positive_int(_OWNER, "seed", seed, minimum=0)
-        engine = super().__new__(
-            cls,
-            content_chunk_size,
-            max_repeated_chunks,
-            ignore_whitespace=ignore_whitespace,
-            max_period=max_period,
-            seed=seed,
-            _hash_key=_hash_key,
-            _event_type=ChantEvent,
+        on_event = checked_callback(on_event)
+        if session_key is not None and not isinstance(session_key, str):
+            raise TypeError(f"session_key must be a str or None, got {type(session_key).__name__}")
+        # One engine call checks them all: TypeError or ConfigError naming the option.
+        settings = (content_chunk_size, max_repeated_chunks, ignore_whitespace, max_period, seed)
+        self = cast(
+            "ChantDetector", super().__new__(cls, settings, _hash_key=_hash_key, _event_type=ChantEvent, _on_chant=_chanted)
         )
-        return cast("ChantDetector", engine)
+        self.on_event = on_event
+        self.session_key = session_key
+        return self
+
+    @classmethod
+    def from_bytes(cls, data: bytes, **options: Any) -> ChantDetector:
+        """The detector a :meth:`to_bytes` snapshot saved: same options, same stream, same
+        hash key and the chant it found (not reported again), so it answers every
+        continuation as the original would. ``options`` are ``on_event`` and
+        ``session_key`` (a snapshot does not carry them). Raises
+        :class:`~doomloop.SnapshotError` naming what is wrong with ``data``."""
+        unknown = set(options) - _RUNTIME_OPTIONS
+        if unknown:
+            raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+        settings = dict(zip(_D, snapshot_settings("ChantDetector", data), strict=True))
+        self = cls(**settings, **options)
+        self._restore(data)
+        return self
+
+    def _options(self) -> Dict[str, Any]:
+        return {"on_event": self.on_event, "session_key": self.session_key}
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_restored, (type(self), self.to_bytes(), self._options()))
+
+    def __copy__(self) -> ChantDetector:
+        return _restored(type(self), self.to_bytes(), self._options())
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> ChantDetector:
+        return self.__copy__()
 
     def __sizeof__(self) -> int:
         return object.__sizeof__(self) + self._state_size()
+
+
+def _restored(cls: type[ChantDetector], data: bytes, options: Dict[str, Any]) -> ChantDetector:
+    # Module-level, so pickle can name it.
+    return cls.from_bytes(data, **options)

@@ -99,6 +99,19 @@ def test_discard_and_streams() -> None:
     registry.discard("never-seen")
 
 
+def test_a_streams_chant_reaches_the_registrys_on_event_with_the_session_key() -> None:
+    events: List[LoopEvent] = []
+    registry = SessionRegistry(on_event=events.append, chant_options={"max_repeated_chunks": 4})
+    stream = registry.stream(b"tenant/7")
+    assert stream.feed("I will call the tool again. " * 40) is not None
+    assert [(e.source, e.detector, e.count, e.session_key) for e in events] == [("chant", "chanting", 4, "tenant/7")]
+    # chant_options may name a callback of their own for the streams.
+    own: List[LoopEvent] = []
+    registry = SessionRegistry(on_event=events.append, chant_options={"on_event": own.append})
+    registry.stream("s").feed("I will call the tool again. " * 40)
+    assert len(events) == 1 and [e.session_key for e in own] == ["s"]
+
+
 def test_threads_sharing_a_registry_lose_no_call() -> None:
     registry = SessionRegistry(tool_config=LoopDetectionConfig(history_size=10_000))
 

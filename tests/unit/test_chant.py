@@ -17,6 +17,7 @@ from doomloop import (
     ChantDetector,
     ChantEvent,
     ChantingDetected,
+    ConfigError,
     DoomLoopConfig,
     DoomLoopDetector,
     DoomLoopType,
@@ -87,8 +88,17 @@ def test_exception_carries_the_event() -> None:
     ],
 )
 def test_bad_arguments_name_the_field(kwargs: dict[str, object], error: type) -> None:
-    with pytest.raises(error):
+    (name,) = kwargs
+    with pytest.raises(error, match=rf"^ChantDetector\.{name}: must be ") as caught:
         ChantDetector(**kwargs)  # type: ignore[arg-type]
+    assert error is TypeError or isinstance(caught.value, ConfigError)
+
+
+def test_joint_limits_name_the_option_and_the_others() -> None:
+    with pytest.raises(ConfigError, match=r"^ChantDetector\.content_chunk_size: must be <= 535 with max_period=65000, got 600$"):
+        ChantDetector(600, max_period=65_000)
+    with pytest.raises(ConfigError, match=r"^ChantDetector\.max_repeated_chunks: must be <= "):
+        ChantDetector(1000, 5000, max_period=1000)
 
 
 def test_bad_chunks() -> None:
@@ -217,7 +227,7 @@ def test_an_event_that_fails_to_build_is_handed_out_later() -> None:
             raise failures.pop()
         return ChantEvent(**fields)  # type: ignore[arg-type]
 
-    detector = _core.ChantEngine(_event_type=flaky_event)
+    detector = _core.ChantEngine(tuple(row[1] for row in _core.settings_of("ChantDetector")), _event_type=flaky_event)
     with pytest.raises(KeyboardInterrupt):
         detector.feed(CHANT)
     event = detector.feed("more text")

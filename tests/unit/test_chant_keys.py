@@ -168,11 +168,11 @@ def test_the_same_seed_gives_the_same_events_and_positions() -> None:
 @pytest.mark.parametrize(
     ("seed", "error", "message"),
     [
-        (-1, ValueError, "ChantDetector.seed must be >= 0"),
-        (2**64, ValueError, "ChantDetector.seed must be <= 18446744073709551615"),
-        ("7", TypeError, "ChantDetector.seed must be an int, got str"),
-        (7.0, TypeError, "ChantDetector.seed must be an int, got float"),
-        (True, TypeError, "ChantDetector.seed must be an int, got bool"),
+        (-1, ValueError, "ChantDetector.seed: must be >= 0, got -1"),
+        (2**64, ValueError, "ChantDetector.seed: must be <= 18446744073709551615, got 18446744073709551616"),
+        ("7", TypeError, "ChantDetector.seed: must be an int or None, got str"),
+        (7.0, TypeError, "ChantDetector.seed: must be an int or None, got float"),
+        (True, TypeError, "ChantDetector.seed: must be an int or None, got bool"),
     ],
 )
 def test_bad_seeds_name_the_option(seed: object, error: type, message: str) -> None:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import logging
 from typing import List
 
+import numpy as np
 import pytest
 
-from doomloop import DoomLoopDetector, LoopEvent, ToolLoopDetector
+import doomloop
+from doomloop import ChantDetector, DoomLoopDetector, LoopEvent, ToolLoopDetector
 from support import FakeClock
 
 
@@ -89,6 +91,47 @@ def test_an_exception_in_on_event_reaches_the_caller_and_the_call_is_still_recor
     assert detector.get_stats()["calls"] == 11 and detector.history_len == 11
 
 
+CHANT = "I will call the tool again. " * 40  # period 28
+
+
+def test_a_chant_is_one_event_with_the_session_key(caplog: pytest.LogCaptureFixture) -> None:
+    events: List[LoopEvent] = []
+    detector = ChantDetector(on_event=events.append, session_key="s2")
+    with caplog.at_level(logging.WARNING, logger="doomloop"):
+        found = [detector.feed(CHANT[at : at + 17]) for at in range(0, len(CHANT), 17)]
+        detector.feed(CHANT)  # latched: no second event
+        assert detector.event is not None
+    (chant,) = [e for e in found if e is not None]
+    assert [(e.source, e.detector, e.level, e.count, e.blocked, e.session_key, e.run_id) for e in events] == [
+        ("chant", "chanting", "critical", chant.count, False, "s2", None)
+    ]
+    assert events[0].message == f"model output is chanting: period 28, 8 repeats from offset {chant.start}"
+    assert [(r.getMessage(), r.session_key) for r in caplog.records] == [(events[0].message, "s2")]  # type: ignore[attr-defined]
+    detector.reset()
+    assert detector.feed(CHANT) is not None and len(events) == 2  # a new stream, a new chant
+
+
+def test_a_chant_found_by_a_stream_guard_or_with_tokens_is_an_event() -> None:
+    events: List[LoopEvent] = []
+    chunks = [CHANT[at : at + 100] for at in range(0, len(CHANT), 100)]
+    guarded = list(doomloop.guard_stream(chunks, ChantDetector(on_event=events.append), on_chant="stop"))
+    assert guarded == chunks[: len(guarded)] and len(guarded) < len(chunks)
+    assert [e.detector for e in events] == ["chanting"]
+    tokens = ChantDetector(4, 3, on_event=events.append)
+    assert tokens.feed_tokens(np.array([1, 2, 3, 4, 5] * 10, dtype=np.int32)) is not None
+    assert len(events) == 2 and events[1].count == 3 and events[1].session_key is None
+
+
+def test_an_exception_in_a_chants_on_event_reaches_the_feed_and_the_chant_stays_found() -> None:
+    def boom(event: LoopEvent) -> None:
+        raise RuntimeError("metrics backend down")
+
+    detector = ChantDetector(on_event=boom)
+    with pytest.raises(RuntimeError, match="metrics backend down"):
+        detector.feed(CHANT)
+    assert detector.event is not None and detector.feed(CHANT) is None
+
+
 def test_bad_options_are_refused() -> None:
     with pytest.raises(TypeError, match="on_event"):
         ToolLoopDetector(on_event=3)  # type: ignore[arg-type]
@@ -96,3 +139,7 @@ def test_bad_options_are_refused() -> None:
         DoomLoopDetector(session_key=5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="on_event"):
         DoomLoopDetector(on_event="log")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="on_event"):
+        ChantDetector(on_event=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="session_key"):
+        ChantDetector(session_key=b"k")  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from doomloop import LoopEvent, ToolLoopDetector
+from doomloop import ChantDetector, LoopEvent, ToolLoopDetector
 from doomloop.integrations.prometheus import INSTALL_HINT, PrometheusExporter
 
 Labels = Tuple[Tuple[str, str], ...]
@@ -110,6 +110,17 @@ def test_a_guard_abort_is_counted_as_blocked() -> None:
     samples = _samples(registry, "doomloop_loop_events_total")
     aborts = {labels: value for labels, value in samples.items() if ("detector", "compaction_loop_persisted") in labels}
     assert list(aborts.values()) == [1.0] and ("blocked", "true") in next(iter(aborts))
+
+
+def test_a_chant_is_counted_once_as_the_detector_reports_it() -> None:
+    registry = CollectorRegistry()
+    exporter = PrometheusExporter(registry)
+    detector = ChantDetector(on_event=exporter.on_event, session_key="sess-9")
+    chant = "I will call the tool again. " * 40
+    found = [detector.feed(chant[at : at + 30]) for at in range(0, len(chant), 30)]
+    assert sum(event is not None for event in found) == 1
+    detector.feed(chant)  # latched: nothing more to report
+    assert _samples(registry, "doomloop_loop_events_total") == {_event_labels("chant", "chanting", "critical", "false"): 1.0}
 
 
 def test_watched_session_stats_are_read_at_each_scrape() -> None:

@@ -316,10 +316,12 @@ class SessionRegistry:
 
     def stream(self, key: SessionKey) -> ChantDetector:
         """A fresh :class:`~doomloop.ChantDetector` for the response about to be streamed in
-        this session (also ``get(key).chant`` until the next one). Streams stay in the process
-        that serves them; they are not shared through the store."""
+        this session (also ``get(key).chant`` until the next one), reporting its chant to the
+        registry's ``on_event`` with the session key. Streams stay in the process that serves
+        them; they are not shared through the store."""
         entry = self._session(key)
-        chant = ChantDetector(**self.chant_options)
+        # The registry's on_event and the session's key, unless chant_options names its own.
+        chant = ChantDetector(**{"on_event": self.on_event, "session_key": entry.key, **self.chant_options})
         entry.chant = chant
         return chant
 

@@ -103,7 +103,7 @@ class PrometheusExporter:
         self._registry = registry
         self._events: Counter = prometheus_client.Counter(
             "loop_events",
-            "Loop events reported by doomloop detectors: warnings, blocked calls, guard aborts, loop episodes.",
+            "Loop events reported by doomloop detectors: warnings, blocked calls, guard aborts, loop episodes, chants.",
             labelnames=("source", "detector", "level", "blocked"),
             namespace=namespace,
             registry=registry,

@@ -9,15 +9,20 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
-use doomloop_engine::chant::{Chant, ChantConfig, ChantEvent, HashKey, TextInput, Token};
+use doomloop_engine::chant::{
+    chant_snapshot, restore_chant, Chant, ChantConfig, ChantEvent, ChantStream, HashKey, TextInput, Token,
+};
+use doomloop_engine::settings::{Value, CHANT};
 use numpy::ndarray::s;
 use numpy::{Element, PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::{MutexExt, PyOnceLock};
-use pyo3::types::{PyDict, PyIterator, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyIterator, PyString, PyTuple};
 use pyo3::{ffi, intern};
 
+use crate::errors::{snapshot_bytes, snapshot_error};
+use crate::settings::checked;
 use crate::tool_results::type_name;
 
 /// Chunks at least this long (bytes of a str read as ASCII or UTF-8, code points of one copied
@@ -285,6 +290,16 @@ impl Stream {
         }
     }
 
+    /// The stream as a snapshot saves it (a reset stream is a fresh one: its detector is
+    /// only kept for its allocations).
+    fn saved(&self) -> ChantStream<&Chant<u32>, &Chant<Token>> {
+        match self {
+            Stream::Text(chant) => ChantStream::Text(chant),
+            Stream::Tokens(chant) => ChantStream::Tokens(chant),
+            Stream::Fresh | Stream::Reset(_) => ChantStream::Fresh,
+        }
+    }
+
     /// The chant found (the engine keeps it until reset), as event fields.
     fn found(&self) -> Option<Found> {
         match self {
@@ -303,6 +318,8 @@ enum Found {
 
 struct State {
     stream: Stream,
+    /// The detector's hash key, kept across `reset()` (a restored snapshot brings its own).
+    key: HashKey,
     /// The Python event of the chant found, once built; a chant whose event has not been
     /// built yet (the build failed, say, with an exception arriving there) is still handed
     /// out by the next `feed` and by `event`.
@@ -313,19 +330,24 @@ struct State {
 pub struct ChantEngine {
     state: Mutex<State>,
     config: ChantConfig,
-    /// The detector's secret hash key, kept across `reset()`.
-    key: HashKey,
+    /// The checked settings it was built from (what a snapshot saves).
+    settings: Vec<Value>,
     /// Builds an event from its fields as keywords (`doomloop.ChantEvent`).
     event_type: Py<PyAny>,
+    /// Called as `(detector, event)` once per chant found, when its event is handed out
+    /// (the Python layer logs it and reports it to `on_event`).
+    on_chant: Option<Py<PyAny>>,
 }
 
 impl ChantEngine {
     /// Deliver the chant the stream holds (the engine keeps it until reset), if its event has
     /// not been delivered yet: build the event (lock released: it runs Python code) and hand
-    /// it out once, to the first caller that stores it.
-    fn deliver(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+    /// it out once, to the first caller that stores it, which also reports it to `on_chant`.
+    fn deliver(slf: &Bound<'_, Self>) -> PyResult<Option<Py<PyAny>>> {
+        let py = slf.py();
+        let engine = slf.get();
         let found = {
-            let state = lock(py, &self.state);
+            let state = lock(py, &engine.state);
             if state.event.is_some() {
                 return Ok(None);
             }
@@ -334,12 +356,17 @@ impl ChantEngine {
         let Some(found) = found else {
             return Ok(None);
         };
-        let event = self.build_event(py, found)?;
-        let mut state = lock(py, &self.state);
-        if state.event.is_some() {
-            return Ok(None);
+        let event = engine.build_event(py, found)?;
+        {
+            let mut state = lock(py, &engine.state);
+            if state.event.is_some() {
+                return Ok(None);
+            }
+            state.event = Some(event.clone_ref(py));
         }
-        state.event = Some(event.clone_ref(py));
+        if let Some(on_chant) = &engine.on_chant {
+            on_chant.call1(py, (slf, event.clone_ref(py)))?;
+        }
         Ok(Some(event))
     }
 
@@ -431,33 +458,27 @@ fn scan_tokens<T: Element + Copy>(
 
 #[pymethods]
 impl ChantEngine {
-    /// Build a detector (the Python subclass validates the arguments first). `seed` derives
-    /// the hash key (`HashKey::from_seed`) instead of drawing a secret random one, so a
-    /// verdict can be reproduced; `_hash_key` (base, salt) gives the key itself, for tests
-    /// that model the rule exactly. `_event_type` builds events from their fields as keywords
-    /// (default: a dict).
+    /// Build from a `ChantDetector`'s settings (in `settings_of("ChantDetector")` order:
+    /// content_chunk_size, max_repeated_chunks, ignore_whitespace, max_period, seed; checked
+    /// here). `seed` derives the hash key (`HashKey::from_seed`) instead of drawing a secret
+    /// random one, so a verdict can be reproduced; `_hash_key` (base, salt) gives the key
+    /// itself, for tests that model the rule exactly. `_event_type` builds events from their
+    /// fields as keywords (default: a dict).
     #[new]
-    #[pyo3(signature = (content_chunk_size = 50, max_repeated_chunks = 8, *, ignore_whitespace = true, max_period = 1000, seed = None, _hash_key = None, _event_type = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (settings, /, *, _hash_key = None, _event_type = None, _on_chant = None))]
     fn new(
-        py: Python<'_>,
-        content_chunk_size: u64,
-        max_repeated_chunks: u64,
-        ignore_whitespace: bool,
-        max_period: u64,
-        seed: Option<u64>,
+        settings: &Bound<'_, PyTuple>,
         _hash_key: Option<(u64, u64)>,
         _event_type: Option<Py<PyAny>>,
+        _on_chant: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
-        let config = ChantConfig {
-            window: content_chunk_size,
-            min_repeats: max_repeated_chunks,
-            max_period,
-            ignore_whitespace,
-        };
-        if let Some(problem) = config.problem() {
-            return Err(PyValueError::new_err(format!("ChantDetector.{problem}")));
-        }
+        let py = settings.py();
+        let settings = checked(&CHANT, settings)?;
+        let config = ChantConfig::from_values(&settings);
+        let seed = CHANT
+            .index("seed")
+            .and_then(|i| settings.get(i))
+            .and_then(|value| value.optional_count());
         let key = match (seed, _hash_key) {
             (Some(_), Some(_)) => return Err(PyValueError::new_err("ChantDetector takes seed or _hash_key, not both")),
             (Some(seed), None) => HashKey::from_seed(seed),
@@ -469,28 +490,36 @@ impl ChantEngine {
             Some(_) => return Err(PyTypeError::new_err("_event_type must be callable")),
             None => py.get_type::<PyDict>().into_any().unbind(),
         };
+        if _on_chant.as_ref().is_some_and(|hook| !hook.bind(py).is_callable()) {
+            return Err(PyTypeError::new_err("_on_chant must be callable"));
+        }
         Ok(ChantEngine {
             state: Mutex::new(State {
                 stream: Stream::Fresh,
+                key,
                 event: None,
             }),
             config,
-            key,
+            settings,
             event_type,
+            on_chant: _on_chant,
         })
     }
 
     /// Feed one chunk of text; returns a `ChantEvent` when chanting is found in this chunk.
     #[pyo3(signature = (text, /))]
-    fn feed(&self, text: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
-        let py = text.py();
-        let (config, key) = (self.config, self.key);
+    fn feed(slf: &Bound<'_, Self>, text: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
+        let engine = slf.get();
+        let config = engine.config;
         // Only whether a chant waits crosses the scan: its fields stay in the engine.
         let mut outcome: PyResult<Step> = Ok(Step::Ignore);
-        scan_text(text, "text", &self.state, |state, input, piece| {
+        scan_text(text, "text", &engine.state, |state, input, piece| {
             if piece.first {
                 outcome = match Self::next_step(state) {
-                    Step::Read => state.stream.text_chant(config, key).map(|_| Step::Read),
+                    Step::Read => {
+                        let key = state.key;
+                        state.stream.text_chant(config, key).map(|_| Step::Read)
+                    }
                     other => Ok(other),
                 };
             }
@@ -501,7 +530,7 @@ impl ChantEngine {
             }
         })?;
         match outcome? {
-            Step::Deliver => self.deliver(py),
+            Step::Deliver => Self::deliver(slf),
             Step::Read | Step::Ignore => Ok(None),
         }
     }
@@ -509,8 +538,9 @@ impl ChantEngine {
     /// Feed a 1-D numpy array of token ids (int32, int64 or uint32), read without copying
     /// while short.
     #[pyo3(signature = (tokens, /))]
-    fn feed_tokens(&self, tokens: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
+    fn feed_tokens(slf: &Bound<'_, Self>, tokens: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
         let py = tokens.py();
+        let engine = slf.get();
         let array = tokens
             .cast::<PyUntypedArray>()
             .map_err(|_| PyTypeError::new_err(format!("tokens must be a numpy array, got {}", type_name(tokens))))?;
@@ -523,10 +553,11 @@ impl ChantEngine {
         let step = {
             // Locked before the array is read: waiting for the lock releases the interpreter,
             // and another thread could resize the array meanwhile.
-            let mut state = lock(py, &self.state);
+            let mut state = lock(py, &engine.state);
             match Self::next_step(&state) {
                 Step::Read => {
-                    let chant = state.stream.token_chant(self.config, self.key)?;
+                    let key = state.key;
+                    let chant = state.stream.token_chant(engine.config, key)?;
                     let found = if let Ok(a) = array.cast::<PyArray1<i32>>() {
                         scan_tokens(py, a, chant, |t| Token(i64::from(t) as u64))?
                     } else if let Ok(a) = array.cast::<PyArray1<i64>>() {
@@ -549,7 +580,7 @@ impl ChantEngine {
             }
         };
         match step {
-            Step::Deliver => self.deliver(py),
+            Step::Deliver => Self::deliver(slf),
             Step::Read | Step::Ignore => Ok(None),
         }
     }
@@ -576,9 +607,53 @@ impl ChantEngine {
 
     /// The chant found since creation or `reset()`, or None.
     #[getter]
-    fn event(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        self.deliver(py)?;
-        Ok(lock(py, &self.state).event.as_ref().map(|e| e.clone_ref(py)))
+    fn event(slf: &Bound<'_, Self>) -> PyResult<Option<Py<PyAny>>> {
+        let py = slf.py();
+        Self::deliver(slf)?;
+        Ok(lock(py, &slf.get().state).event.as_ref().map(|e| e.clone_ref(py)))
+    }
+
+    /// The detector's settings and whole state as a snapshot (docs/snapshots.md): the stream
+    /// (text or tokens) with its history, chains and hash key, and any chant found.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let data = {
+            let state = lock(py, &self.state);
+            chant_snapshot(&self.settings, state.key, state.stream.saved(), state.event.is_some())
+        };
+        PyBytes::new(py, &data)
+    }
+
+    /// Replace the state with a snapshot's (made under the same settings); on any error the
+    /// state is left as it was. A chant the snapshot had already reported is not reported
+    /// again: its event is built here, and a later feed ignores its input as the original's
+    /// would.
+    fn _restore(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let data = snapshot_bytes(data)?;
+        let restored = restore_chant(&data).map_err(|e| snapshot_error(py, e))?;
+        if restored.settings != self.settings {
+            return Err(PyValueError::new_err("the snapshot's settings are not this detector's"));
+        }
+        let stream = match restored.stream {
+            ChantStream::Fresh => Stream::Fresh,
+            ChantStream::Text(chant) => Stream::Text(chant),
+            ChantStream::Tokens(chant) => Stream::Tokens(chant),
+        };
+        // Built before the lock is taken: it runs Python code.
+        let event = match stream.found() {
+            Some(found) if restored.reported => Some(self.build_event(py, found)?),
+            _ => None,
+        };
+        let old = std::mem::replace(
+            &mut *lock(py, &self.state),
+            State {
+                stream,
+                key: restored.key,
+                event,
+            },
+        );
+        // The old event is released with the lock free (dropping it may run Python code).
+        drop(old);
+        Ok(())
     }
 
     /// Characters or tokens consumed since creation or `reset()` (it stops growing once
@@ -647,7 +722,7 @@ impl TextGuard {
             guard.finished.store(true, Ordering::Release);
             return Ok(None);
         };
-        let Some(event) = guard.detector.get().feed(&chunk)? else {
+        let Some(event) = ChantEngine::feed(guard.detector.bind(py), &chunk)? else {
             return Ok(Some(chunk.unbind()));
         };
         guard.finished.store(true, Ordering::Release);

@@ -90,10 +90,15 @@ pub fn checked_one(schema: &'static Schema, value: &Bound<'_, PyAny>) -> PyResul
 }
 
 pub fn schema(owner: &str) -> PyResult<&'static Schema> {
-    [&settings::SESSION, &settings::TOOL_LOOP, &settings::GUARD]
-        .into_iter()
-        .find(|schema| schema.owner == owner)
-        .ok_or_else(|| PyTypeError::new_err(format!("no settings named {owner:?}")))
+    [
+        &settings::SESSION,
+        &settings::TOOL_LOOP,
+        &settings::GUARD,
+        &settings::CHANT,
+    ]
+    .into_iter()
+    .find(|schema| schema.owner == owner)
+    .ok_or_else(|| PyTypeError::new_err(format!("no settings named {owner:?}")))
 }
 
 /// `values` checked against the settings of `owner` (a config class name): the same values,
@@ -121,7 +126,9 @@ pub fn settings_of<'py>(py: Python<'py>, owner: &str) -> PyResult<Bound<'py, PyT
         .iter()
         .map(|setting| {
             let (minimum, maximum) = match setting.kind {
-                Kind::Count { min, max } => (to_python(py, Value::Count(min))?, to_python(py, Value::Count(max))?),
+                Kind::Count { min, max } | Kind::OptionalCount { min, max } => {
+                    (to_python(py, Value::Count(min))?, to_python(py, Value::Count(max))?)
+                }
                 Kind::Number { min, max, .. } => {
                     (to_python(py, Value::Number(min))?, to_python(py, Value::Number(max))?)
                 }

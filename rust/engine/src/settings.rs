@@ -26,6 +26,8 @@ pub enum Kind {
     Switch,
     /// `true`, `false` or unset.
     OptionalSwitch,
+    /// A whole number in `min..=max`, or unset.
+    OptionalCount { min: u64, max: u64 },
 }
 
 /// A checked setting value.
@@ -50,6 +52,14 @@ impl Value {
             Value::Number(x) => x,
             Value::Count(n) => n as f64,
             _ => 0.0,
+        }
+    }
+
+    /// The count, or `None` when unset.
+    pub fn optional_count(self) -> Option<u64> {
+        match self {
+            Value::Count(n) => Some(n),
+            _ => None,
         }
     }
 
@@ -182,6 +192,25 @@ pub static GUARD: Schema = Schema {
     settings: &[count("window_size", 3, 1, MAX_GUARD_WINDOW)],
 };
 
+/// `ChantDetector`: the chant rule's window, repeats, whitespace filter and proximity bound
+/// (each within what the engine's compact chain table holds; `check_all` adds the joint
+/// limits of `ChantConfig::problem`), and the seed of its hash key (unset: a secret random
+/// key per detector).
+pub static CHANT: Schema = Schema {
+    owner: "ChantDetector",
+    settings: &[
+        count("content_chunk_size", 50, 1, crate::chant::MAX_PERIOD),
+        count("max_repeated_chunks", 8, 1, crate::chant::MAX_REPEATS),
+        switch("ignore_whitespace", true),
+        count("max_period", 1000, 1, crate::chant::MAX_PERIOD),
+        Setting {
+            name: "seed",
+            kind: Kind::OptionalCount { min: 0, max: u64::MAX },
+            default: Value::Unset,
+        },
+    ],
+};
+
 /// A value as the binding read it, before any check.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Given<'a> {
@@ -297,7 +326,8 @@ pub fn check(schema: &Schema, setting: &Setting, given: Given<'_>) -> Result<Val
     };
     let out_of_range = |problem: String| SettingError::OutOfRange { path: path(), problem };
     match setting.kind {
-        Kind::Count { min, max } => {
+        Kind::OptionalCount { .. } if given == Given::None => Ok(Value::Unset),
+        Kind::Count { min, max } | Kind::OptionalCount { min, max } => {
             let n = match given {
                 Given::Int(n) => n,
                 Given::HugeInt { negative, .. } => {
@@ -307,6 +337,7 @@ pub fn check(schema: &Schema, setting: &Setting, given: Given<'_>) -> Result<Val
                         i128::MAX
                     }
                 }
+                _ if matches!(setting.kind, Kind::OptionalCount { .. }) => return Err(mismatch("an int or None")),
                 _ => return Err(mismatch("an int")),
             };
             if n < i128::from(min) {
@@ -376,15 +407,20 @@ pub fn check_all(schema: &'static Schema, given: &[Given<'_>]) -> Result<Vec<Val
     for (setting, &given) in schema.settings.iter().zip(given) {
         values.push(check(schema, setting, given)?);
     }
-    if std::ptr::eq(schema, &SESSION) {
-        if let Some((name, problem)) = crate::session::SessionConfig::from_values(&values).problem() {
-            return Err(SettingError::OutOfRange {
-                path: format!("{}.{name}", schema.owner),
-                problem,
-            });
-        }
+    let joint = if std::ptr::eq(schema, &SESSION) {
+        crate::session::SessionConfig::from_values(&values).problem()
+    } else if std::ptr::eq(schema, &CHANT) {
+        crate::chant::ChantConfig::from_values(&values).problem()
+    } else {
+        None
+    };
+    match joint {
+        Some((name, problem)) => Err(SettingError::OutOfRange {
+            path: format!("{}.{name}", schema.owner),
+            problem,
+        }),
+        None => Ok(values),
     }
-    Ok(values)
 }
 
 #[cfg(test)]
@@ -398,7 +434,7 @@ mod tests {
 
     #[test]
     fn defaults_pass_their_own_check() {
-        for schema in [&SESSION, &TOOL_LOOP, &GUARD] {
+        for schema in [&SESSION, &TOOL_LOOP, &GUARD, &CHANT] {
             let given: Vec<Given<'_>> = schema
                 .settings
                 .iter()
@@ -441,6 +477,38 @@ mod tests {
         );
         let err = check(&SESSION, setting("initial_backoff"), Given::Float(f64::NAN)).unwrap_err();
         assert_eq!(err.problem(), "must not be NaN");
+    }
+
+    #[test]
+    fn chant_settings_check_their_joint_limits() {
+        let given = |window: i128, repeats: i128, period: i128, seed: Given<'static>| {
+            [
+                Given::Int(window),
+                Given::Int(repeats),
+                Given::Bool(true),
+                Given::Int(period),
+                seed,
+            ]
+        };
+        let values = check_all(&CHANT, &given(50, 8, 1000, Given::None)).unwrap();
+        assert_eq!(values, CHANT.defaults());
+        let seeded = check_all(&CHANT, &given(50, 8, 1000, Given::Int(7))).unwrap();
+        assert_eq!(seeded[4].optional_count(), Some(7));
+        let err = check_all(&CHANT, &given(600, 8, 65_000, Given::None)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "ChantDetector.content_chunk_size: must be <= 535 with max_period=65000, got 600"
+        );
+        let err = check_all(&CHANT, &given(1000, 5000, 1000, Given::None)).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("ChantDetector.max_repeated_chunks: must be <= 1047 "),
+            "{err}"
+        );
+        let err = check_all(&CHANT, &given(50, 8, 70_000, Given::None)).unwrap_err();
+        assert_eq!(err.to_string(), "ChantDetector.max_period: must be <= 65534, got 70000");
+        let err = check_all(&CHANT, &given(50, 8, 1000, Given::Float(1.0))).unwrap_err();
+        assert_eq!(err.to_string(), "ChantDetector.seed: must be an int or None, got float");
     }
 
     #[test]

@@ -143,6 +143,7 @@ pub fn schema_digest(schema: &Schema) -> u64 {
             Kind::Number { .. } => b'n',
             Kind::Switch => b's',
             Kind::OptionalSwitch => b'o',
+            Kind::OptionalCount { .. } => b'p',
         });
     }
     xxh3_64(&shape)
@@ -299,6 +300,11 @@ impl<'a> Reader<'a> {
     pub fn str(&mut self, what: &'static str, most: usize) -> Result<&'a str, SnapshotError> {
         let n = self.len(what, most)?;
         std::str::from_utf8(self.take(n, what)?).map_err(|_| invalid(format!("{what} is not UTF-8")))
+    }
+
+    /// Bytes left to read.
+    pub fn remaining(&self) -> usize {
+        self.data.len()
     }
 
     pub fn bytes(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], SnapshotError> {
