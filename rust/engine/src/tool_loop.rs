@@ -9,11 +9,12 @@
 //! OpenClaw-shaped configs turn off.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use crate::fingerprint::hash_two;
 use crate::names::NameTable;
 use crate::ring::Ring;
-use crate::settings::{Schema, Value, TOOL_LOOP};
+use crate::settings::{shared, Schema, Value, TOOL_LOOP};
 use crate::snapshot::{invalid, Reader, Snapshot, SnapshotError, SnapshotKind, Writer};
 
 /// OpenClaw's warning bucket width: a key is re-emitted when `count / 10` grows.
@@ -1154,8 +1155,9 @@ impl Scan {
 /// the session's (through `Deref`); every update goes through here, so no record lacks its name.
 #[derive(Clone, Debug)]
 pub struct NamedSession {
-    /// The checked `settings::TOOL_LOOP` values the session was built from.
-    settings: Vec<Value>,
+    /// The checked `settings::TOOL_LOOP` values the session was built from (shared with
+    /// every session built from equal values).
+    settings: Arc<[Value]>,
     session: ToolLoopSession<()>,
     names: NameTable,
     /// The warning key of the finding the last call was blocked for (`None`: it was not), so
@@ -1195,7 +1197,7 @@ impl NamedSession {
     pub fn new(settings: Vec<Value>) -> (Self, Vec<String>) {
         let (config, fixes) = LoopConfig::from_values(&settings);
         let session = NamedSession {
-            settings,
+            settings: shared(settings),
             session: ToolLoopSession::new(config),
             names: NameTable::default(),
             blocking: None,
