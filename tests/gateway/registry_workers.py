@@ -36,12 +36,12 @@ def drive(url: str, prefix: str, worker: int, steps: int, start: Any, results: A
     for step in range(steps):
         params = params_of(worker, step)
         decision = registry.before_tool_call("shared", "read", params)
-        saved = registry._sessions["shared"]._saved
+        saved = registry._session("shared")._saved
         assert saved is not None
         seen.append((commit_index(saved), "before", worker, step, (decision.blocked, decision.verdict.to_dict())))
         result = decision.blocked_result if decision.blocked else f"result {params['p']}"
         outcome = registry.after_tool_call("shared", "read", params, result=result)
-        saved = registry._sessions["shared"]._saved
+        saved = registry._session("shared")._saved
         assert saved is not None
         seen.append((commit_index(saved), "after", worker, step, outcome.result_hash))
     store.close()

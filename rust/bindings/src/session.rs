@@ -37,7 +37,7 @@ pub struct SessionEngine {
     names_actions: bool,
 }
 
-fn monotonic_seconds() -> f64 {
+pub(crate) fn monotonic_seconds() -> f64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     EPOCH.get_or_init(Instant::now).elapsed().as_secs_f64()
 }
