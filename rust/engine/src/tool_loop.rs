@@ -149,13 +149,15 @@ pub struct Outcome {
 
 /// One history entry. `payload` is the caller's (names for rendering); the rules only read
 /// the digests and flags. Its call id and unknown-tool digest, which most calls lack, are
-/// kept apart (see [`ToolLoopSession`]), so a record is 40 bytes rather than 56.
+/// kept apart, and its run id is an index into the session's few run ids (see
+/// [`ToolLoopSession`]), so a record is 32 bytes rather than 56.
 #[derive(Clone, Debug)]
 pub struct Record<N> {
     tool: u64,
     args: u64,
-    run: u64,
     result: u64,
+    /// The run id's index in the session's `runs` (0 when the record has none).
+    run: u32,
     flags: u8,
     pub payload: N,
 }
@@ -173,7 +175,7 @@ impl<N> Record<N> {
     }
 
     fn in_run(&self, run: RunScope) -> bool {
-        self.flags & HAS_RUN == run.flag && self.run == run.run
+        self.flags & HAS_RUN == run.flag && u64::from(self.run) == run.run
     }
 
     /// The same call in the same run; the args digest first, as most records are other calls.
@@ -191,8 +193,8 @@ impl<N> Record<N> {
     }
 }
 
-/// A run id as records store it (absent: no flag and 0), so scoping a record is two plain
-/// comparisons.
+/// A run id as records store it (absent: no flag and 0; present: its index in the session's
+/// run ids), so scoping a record is two plain comparisons.
 #[derive(Clone, Copy)]
 struct RunScope {
     flag: u8,
@@ -549,6 +551,8 @@ pub struct ToolLoopSession<N> {
     /// newest back; allocated with the first record that has either (a gateway holds many
     /// sessions whose calls carry neither).
     ids: Option<Box<Ring<Ids>>>,
+    /// The distinct run ids the records refer to, in order of first use (a session has few).
+    runs: Vec<u64>,
     buckets: WarningBuckets,
     guard: CompactionGuard,
 }
@@ -562,6 +566,7 @@ impl<N> ToolLoopSession<N> {
             lowest_window_threshold: lowest_window as usize,
             history: Ring::new(config.history_size),
             ids: None,
+            runs: Vec::new(),
             buckets: WarningBuckets::default(),
             guard: CompactionGuard::new(config.guard_window),
             config,
@@ -597,6 +602,7 @@ impl<N> ToolLoopSession<N> {
         });
         self.history.capacity() * std::mem::size_of::<Record<N>>()
             + ids
+            + self.runs.capacity() * std::mem::size_of::<u64>()
             + self.buckets.heap_bytes()
             + self.guard.heap_bytes()
     }
@@ -638,17 +644,69 @@ impl<N> ToolLoopSession<N> {
             .flat_map(|(back, r)| std::iter::once(r.tool).chain(self.unknown_tool(back)))
     }
 
+    /// `key` with its run id as the records hold it: its index in `runs`, or one no record
+    /// has when no record is in that run.
+    fn local(&self, key: &CallKey) -> CallKey {
+        let index = |run| {
+            self.runs
+                .iter()
+                .position(|&known| known == run)
+                .map_or(u64::MAX, |i| i as u64)
+        };
+        CallKey {
+            run: key.run.map(index),
+            ..*key
+        }
+    }
+
+    /// The index of `run` in `runs`, added if new. Past twice the history's capacity (plus
+    /// slack) the run ids no record refers to are dropped first, so the list stays bounded
+    /// and that sweep runs at most once per `capacity + 8` new run ids.
+    fn run_index(&mut self, run: u64) -> u32 {
+        if let Some(i) = self.runs.iter().position(|&known| known == run) {
+            return i as u32;
+        }
+        if self.runs.len() >= 2 * self.history.capacity() + 8 {
+            self.sweep_runs();
+        }
+        // Grown one run at a time: a session starts few runs.
+        self.runs.reserve_exact(1);
+        self.runs.push(run);
+        // At most `2 * MAX_HISTORY_SIZE + 9` run ids: the index fits a u32.
+        (self.runs.len() - 1) as u32
+    }
+
+    /// Keep the run ids the records refer to, in the order of their oldest record.
+    fn sweep_runs(&mut self) {
+        let mut moved = vec![u32::MAX; self.runs.len()];
+        let mut kept = Vec::new();
+        for back in (0..self.history.len()).rev() {
+            let Some(record) = self.history.back_mut(back) else {
+                continue;
+            };
+            if !record.has(HAS_RUN) {
+                continue;
+            }
+            let old = record.run as usize;
+            if moved.get(old) == Some(&u32::MAX) {
+                moved[old] = kept.len() as u32;
+                kept.push(self.runs[old]);
+            }
+            record.run = moved.get(old).copied().unwrap_or(0);
+        }
+        self.runs = kept;
+    }
+
     /// Append a call without a result.
     pub fn record_call(&mut self, key: &CallKey, call_id: Option<u64>, payload: N) {
-        let scope = RunScope::of(key.run);
-        let mut flags = scope.flag;
+        let mut flags = RunScope::of(key.run).flag;
         if call_id.is_some() {
             flags |= HAS_CALL_ID;
         }
         let record = Record {
             tool: key.tool,
             args: key.args,
-            run: scope.run,
+            run: key.run.map_or(0, |run| self.run_index(run)),
             result: 0,
             flags,
             payload,
@@ -703,7 +761,7 @@ impl<N> ToolLoopSession<N> {
         if outcome.unknown.is_some() {
             unknown_flags |= HAS_UNKNOWN;
         }
-        let scope = RunScope::of(key.run);
+        let scope = RunScope::of(self.local(key).run);
         for back in 0..self.history.len() {
             let Some(record) = self.history.back(back) else {
                 break;
@@ -735,6 +793,8 @@ impl<N> ToolLoopSession<N> {
         // (or a cycle's count, one more, the warning threshold: the cycle and churn rules
         // need the recent count first).
         let count_window = self.history.len() + 1 >= self.lowest_window_threshold;
+        // Records are scoped by the run's index.
+        let key = &self.local(key);
         let scan = Scan::run(&self.history, self.ids.as_deref(), key, count_window);
         let c = &self.config;
         let finding = |level, detector, count, key_digest, result, other, source_back| Finding {
@@ -1381,7 +1441,7 @@ impl NamedSession {
         let (Detector::Cycle, Some(newest)) = (finding.detector, finding.source_back) else {
             return Vec::new();
         };
-        let scope = RunScope::of(key.run);
+        let scope = RunScope::of(self.session.local(key).run);
         let mut calls: Vec<(String, u64)> = self
             .session
             .history
@@ -1421,7 +1481,12 @@ impl Snapshot for NamedSession {
                 continue;
             };
             let ids = s.ids(back);
-            for digest in [r.tool, r.args, r.run, ids.call_id, r.result, ids.unknown] {
+            let run = if r.has(HAS_RUN) {
+                s.runs.get(r.run as usize).copied().unwrap_or(0)
+            } else {
+                0
+            };
+            for digest in [r.tool, r.args, run, ids.call_id, r.result, ids.unknown] {
                 w.u64(digest);
             }
             w.u8(r.flags);
@@ -1471,10 +1536,14 @@ impl Snapshot for NamedSession {
                 return Err(invalid(format!("a record has unknown flags {flags:#x}")));
             }
             let [tool, args, run, call_id, result, unknown] = digests;
+            if flags & HAS_RUN == 0 && run != 0 {
+                // The engine writes 0 for a record without a run id (it keeps no digest).
+                return Err(invalid(format!("a record without a run id has run digest {run:#x}")));
+            }
             let record = Record {
                 tool,
                 args,
-                run,
+                run: if flags & HAS_RUN == 0 { 0 } else { s.run_index(run) },
                 result,
                 flags,
                 payload: (),
@@ -2073,7 +2142,7 @@ mod tests {
 
     #[test]
     fn call_ids_first_seen_after_the_ring_wrapped_stay_with_their_records() {
-        assert_eq!(std::mem::size_of::<Record<()>>(), 40);
+        assert_eq!(std::mem::size_of::<Record<()>>(), 32);
         let mut s: ToolLoopSession<()> = ToolLoopSession::new(LoopConfig {
             history_size: 4,
             ..LoopConfig::default()
@@ -2100,5 +2169,25 @@ mod tests {
         s.record_outcome(&key("read", 6), Some(61), ghost, ());
         assert_eq!((s.ids(0).call_id, s.unknown_tool(0)), (61, Some(9)));
         assert_eq!(s.ids(2).call_id, 60);
+    }
+
+    #[test]
+    fn run_ids_stay_few_and_keep_scoping_when_every_call_starts_a_run() {
+        let mut s: ToolLoopSession<()> = ToolLoopSession::new(LoopConfig {
+            history_size: 4,
+            ..LoopConfig::default()
+        });
+        let in_run = |run| CallKey { run, ..key("read", 1) };
+        for run in 0..100 {
+            s.record_call(&in_run(Some(run)), None, ());
+            assert!(s.runs.len() <= 2 * 4 + 8);
+        }
+        let newest: Vec<u64> = (0..4)
+            .filter_map(|back| s.record(back))
+            .map(|r| s.runs[r.run as usize])
+            .collect();
+        assert_eq!(newest, [99, 98, 97, 96]);
+        let count = |run| scoped(&s.history, s.local(&in_run(run)).run).count();
+        assert_eq!((count(Some(98)), count(Some(5)), count(None)), (1, 0, 0));
     }
 }
