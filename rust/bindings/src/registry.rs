@@ -396,9 +396,10 @@ impl RegistryEngine {
     }
 
     fn __clear__(&self) {
-        let dropped = match self.table.lock() {
+        // As in `__traverse__`, never wait: a table in use is left for a later collection.
+        let dropped = match self.table.try_lock() {
             Ok(mut table) => table.sessions.drain(),
-            Err(poisoned) => poisoned.into_inner().sessions.drain(),
+            Err(_) => Vec::new(),
         };
         drop(dropped);
     }
