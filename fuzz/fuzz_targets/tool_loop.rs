@@ -478,7 +478,12 @@ fuzz_target!(|input: (Config, Vec<Op>)| {
         window: Vec::new(),
     };
     let record_size = std::mem::size_of::<Record<u8>>();
-    let heap_bound = config.history_size * record_size
+    // The records; their call ids and unknown-tool digests (a second ring of 16 bytes each,
+    // once any is used, and its header); the run ids (at most twice the history's size and
+    // 8 more, 8 bytes each).
+    let heap_bound = config.history_size * (record_size + 16)
+        + 64
+        + (2 * config.history_size + 8) * 8
         + 2 * (MAX_WARNING_KEYS + 1) * std::mem::size_of::<(u64, u32)>()
         + 2 * (config.guard_window as usize + 4) * 24;
 

@@ -21,6 +21,7 @@ __all__ = [
     "MAX_HISTORY_SIZE",
     "MAX_REWALKS",
     "MAX_THRESHOLD",
+    "RegistryEngine",
     "SessionEngine",
     "TextGuard",
     "ToolCallDecision",
@@ -295,6 +296,59 @@ class ToolLoopEngine:
         """Guard attempts left in the armed window (0: not armed)."""
     def _state_size(self) -> int:
         """Bytes of Rust state held outside the Python object."""
+
+@disjoint_base
+class RegistryEngine:
+    """Rust session table behind :class:`doomloop.gateway.SessionRegistry` (use that class):
+    keys to sessions, idle TTL and least-recently-used eviction, and the tool-call hooks."""
+
+    def __new__(cls, *_args: Any, **_kwargs: Any) -> Self: ...
+    def _configure(self, *, ttl: float, max_sessions: int, clock: Optional[Callable[[], float]], shared: bool) -> None: ...
+    @property
+    def ttl(self) -> float:
+        """Seconds a session may stay idle before it is evicted."""
+    @property
+    def max_sessions(self) -> int:
+        """Sessions kept at most; past it the least recently used is evicted."""
+    @property
+    def created(self) -> int:
+        """Sessions created since the registry was built."""
+    @property
+    def evicted(self) -> int:
+        """Sessions evicted over ``max_sessions``."""
+    @property
+    def expired(self) -> int:
+        """Sessions dropped when idle past the TTL."""
+    def _session(self, key: Union[str, bytes]) -> Any: ...
+    def _forget(self, name: str) -> None: ...
+    def __len__(self) -> int:
+        """Live sessions (idle ones past the TTL are dropped first)."""
+    def __contains__(self, key: object, /) -> bool: ...
+    def stats(self) -> dict[str, int]:
+        """Registry-wide counters: ``live`` sessions, sessions ``created``, ``evicted`` (over
+        ``max_sessions``) and ``expired`` (idle past the TTL)."""
+    def before_tool_call(
+        self,
+        key: Union[str, bytes],
+        tool: str,
+        params: _ToolParams,
+        *,
+        run_id: Optional[str] = None,
+        tool_call_id: Optional[str] = None,
+    ) -> ToolCallDecision:
+        """:meth:`ToolLoopDetector.before_tool_call` of the session's detector."""
+    def after_tool_call(
+        self,
+        key: Union[str, bytes],
+        tool: str,
+        params: _ToolParams,
+        *,
+        result: Any = None,
+        error: Union[BaseException, str, None] = None,
+        run_id: Optional[str] = None,
+        tool_call_id: Optional[str] = None,
+    ) -> ToolOutcome:
+        """:meth:`ToolLoopDetector.after_tool_call` of the session's detector."""
 
 @disjoint_base
 class GuardEngine:

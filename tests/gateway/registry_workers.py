@@ -34,7 +34,7 @@ def params_of(worker: int, step: int) -> Any:
 
 def saved_index(registry: Any, key: str) -> int:
     """The commit index of the blob a sync registry last stored for ``key``."""
-    saved = registry._sessions[key]._saved
+    saved = registry._session(key)._saved
     assert saved is not None
     return commit_index(saved)
 

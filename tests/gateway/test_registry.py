@@ -3,7 +3,9 @@ eviction, thread safety, events with session keys, bad input."""
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from typing import List
 
 import pytest
@@ -126,6 +128,33 @@ def test_threads_sharing_a_registry_lose_no_call() -> None:
         thread.join()
     assert sum(registry.get(f"k{k}").tool_loop.history_len for k in range(7)) == 2000
     assert registry.stats()["created"] == 7
+
+
+class _Gateway:
+    registry: SessionRegistry
+
+
+def _registry_in_a_cycle() -> weakref.ref[SessionRegistry]:
+    gateway = _Gateway()
+    gateway.registry = SessionRegistry(on_event=lambda event: gateway.registry.stats())
+    gateway.registry.before_tool_call("s", "read", {"p": 1})
+    return weakref.ref(gateway.registry)
+
+
+def test_a_registry_in_a_reference_cycle_is_collected() -> None:
+    # The registry holds its sessions in Rust: the collector must still see through them
+    # (registry -> session -> detector -> on_event -> the gateway holding the registry).
+    gone = _registry_in_a_cycle()
+    gc.collect()
+    assert gone() is None
+
+
+def test_a_clock_that_is_not_a_number_is_refused() -> None:
+    registry = SessionRegistry(clock=lambda: "soon")  # type: ignore[arg-type,return-value]
+    with pytest.raises(TypeError, match="clock"):
+        registry.before_tool_call("s", "read", {})
+    with pytest.raises(TypeError, match="clock"):
+        SessionRegistry(clock=5)  # type: ignore[arg-type]
 
 
 def test_bad_input_is_refused_clearly() -> None:

@@ -22,8 +22,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 import pytest
 
-from doomloop import ChantDetector, DoomLoopDetector, ToolLoopDetector
+from doomloop import ChantDetector, DoomLoopDetector, LoopDetectionConfig, ToolLoopDetector
 from doomloop.chant import CHANT_DETACH_THRESHOLD
+from doomloop.gateway import SessionRegistry
 
 THREADS = 8
 JOIN_TIMEOUT = 60.0
@@ -122,6 +123,47 @@ def test_shared_tool_loop_detector_loses_no_call() -> None:
     assert detector.history_len == total
     verdict = detector.check("read", params, run_id="run")
     assert (verdict.level, verdict.detector, verdict.count) == ("warning", "generic_repeat", total)
+
+
+def test_shared_session_registry_keeps_its_counts_while_sessions_come_and_go() -> None:
+    """8 threads drive 12 sessions through a registry that keeps 4: sessions are created,
+    touched and evicted under every thread, and each loop warning's event calls back into
+    the registry (len, in, stats) while the hook that raised it runs. No deadlock, no lost
+    session: every session created is live or was evicted. Then discards join in."""
+    events: List[Tuple[Optional[str], int]] = []
+
+    def on_event(event: Any) -> None:
+        # Re-entrant: the registry is used from inside one of its own hooks (another thread
+        # may have evicted this very session meanwhile).
+        events.append((event.session_key, len(registry)))
+        assert isinstance(event.session_key in registry, bool) and registry.stats()["live"] <= 4
+
+    registry = SessionRegistry(
+        max_sessions=4,
+        on_event=on_event,
+        tool_config=LoopDetectionConfig(
+            warning_threshold=3, critical_threshold=10**6, global_circuit_breaker_threshold=10**6 + 1
+        ),
+    )
+
+    def work(index: int, discard: bool = False) -> None:
+        rng = random.Random(index)
+        for i in range(300):
+            key = f"k{rng.randrange(12)}"
+            registry.before_tool_call(key, "read", {"p": i % 2})
+            registry.after_tool_call(key, "read", {"p": i % 2}, result="same")
+            if i % 10 == 0:
+                registry.record_action(key, "read", {"p": 1}, "ok", True)
+            if discard and i % 25 == 0:
+                registry.discard(f"k{rng.randrange(12)}")
+
+    run_threads(work)
+    stats = registry.stats()
+    assert stats["live"] == len(registry) == 4 and stats["expired"] == 0
+    assert stats["created"] == stats["live"] + stats["evicted"] > 12
+    assert events and all(key is not None and live <= 4 for key, live in events)
+    run_threads(lambda index: work(index, discard=True))
+    assert len(registry) <= 4
 
 
 def test_shared_chant_detector_consumes_every_chunk() -> None:

@@ -5,12 +5,10 @@ shared store so several gateway replicas can serve one session. See docs/gateway
 from __future__ import annotations
 
 import struct
-import threading
-import time
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Optional, Tuple, TypeVar
 
 from .. import _log
+from .._core import RegistryEngine
 from .._settings import Settings
 from ..chant import ChantDetector
 from ..errors import SnapshotError
@@ -43,14 +41,13 @@ class Session:
     ``chant`` is the detector of the response being streamed (``None`` before the first
     :meth:`SessionRegistry.stream`)."""
 
-    __slots__ = ("key", "tool_loop", "session", "chant", "touched", "_saved")
+    __slots__ = ("key", "tool_loop", "session", "chant", "_saved")
 
-    def __init__(self, key: str, tool_loop: ToolLoopDetector, session: DoomLoopDetector, now: float) -> None:
+    def __init__(self, key: str, tool_loop: ToolLoopDetector, session: DoomLoopDetector) -> None:
         self.key = key
         self.tool_loop = tool_loop
         self.session = session
         self.chant: Optional[ChantDetector] = None
-        self.touched = now
         # With a shared store: the blob the live detectors stand for (None once they moved on).
         self._saved: Optional[bytes] = None
 
@@ -67,7 +64,7 @@ def _normalised(key: SessionKey) -> str:
     return name.decode("utf-8", "surrogateescape")
 
 
-class SessionRegistry:
+class SessionRegistry(RegistryEngine):
     """Maps session keys to their detectors, for a gateway serving many agent sessions.
 
     Args:
@@ -88,6 +85,11 @@ class SessionRegistry:
         **tool_options: extension points of every :class:`~doomloop.ToolLoopDetector`.
 
     Thread-safe, and safe to use from asyncio tasks (no hook blocks unless the store does).
+
+    The session table (``_session``, ``ttl``, ``max_sessions``, the counters, ``len``, ``in``,
+    :meth:`stats`) and, without a store, ``before_tool_call`` / ``after_tool_call`` are the
+    Rust :class:`~doomloop._core.RegistryEngine`'s: a tool call through the registry is one
+    call into the engine.
     """
 
     def __init__(
@@ -113,74 +115,34 @@ class SessionRegistry:
         self.tool_config = tool_config
         self.chant_options = dict(chant_options or {})
         ChantDetector(**self.chant_options)  # refuses bad options now, not on the first stream
-        self.ttl = check_seconds("ttl", ttl)
+        ttl = check_seconds("ttl", ttl)
         if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
             raise ValueError(f"max_sessions must be a positive int, got {max_sessions!r}")
-        self.max_sessions = max_sessions
         if store is not None and not callable(getattr(store, "update", None)):
             raise TypeError(f"store must be a Store (with update()), got {type(store).__name__}")
+        if clock is not None and not callable(clock):
+            raise TypeError(f"clock must be a zero-argument callable returning seconds, got {type(clock).__name__}")
         self.store = store
         self.on_event = checked_callback(on_event)
-        self._clock = time.monotonic if clock is None else clock
         # Checked once: a bad extension point fails here, not in the first session.
         ToolLoopDetector(tool_config, **tool_options)
         self._tool_options = tool_options
-        self._sessions: OrderedDict[str, Session] = OrderedDict()
-        self._lock = threading.Lock()
-        self.created = 0
-        self.evicted = 0
-        self.expired = 0
+        self._configure(ttl=ttl, max_sessions=max_sessions, clock=clock, shared=store is not None)
 
     # --- the session map -------------------------------------------------------------------
+    # The engine's `_session(key)` returns the key's `Session`: it normalises the key, reads
+    # the clock, finds the session (touching it) or builds one with `_new_session(name)`
+    # (lock released), sweeps idle sessions and evicts past `max_sessions`.
 
-    def _new_session(self, key: str, now: float) -> Session:
+    if TYPE_CHECKING:
+
+        def _session(self, key: SessionKey) -> Session: ...
+
+    def _new_session(self, key: str) -> Session:
         tool_loop = ToolLoopDetector(self.tool_config, on_event=self.on_event, session_key=key, **self._tool_options)
         session = DoomLoopDetector(self.session_config, on_event=self.on_event, session_key=key)
         session.start_session()
-        return Session(key, tool_loop, session, now)
-
-    def _session(self, key: SessionKey) -> Session:
-        # The hot path takes no lock: each step is one atomic operation on the map, and a
-        # session evicted by another thread meanwhile is simply created again below.
-        name = key if type(key) is str and len(key) <= _SHORT_KEY else _normalised(key)
-        now = self._clock()
-        entry = self._sessions.get(name)
-        if entry is not None and now - entry.touched <= self.ttl:
-            entry.touched = now
-            try:
-                self._sessions.move_to_end(name)
-            except KeyError:
-                pass
-            else:
-                return entry
-        return self._create(name, now)
-
-    def _create(self, name: str, now: float) -> Session:
-        with self._lock:
-            entry = self._sessions.get(name)
-            if entry is not None and now - entry.touched <= self.ttl:
-                return entry  # another thread created it first
-            if entry is not None:
-                del self._sessions[name]
-                self.expired += 1
-            entry = self._new_session(name, now)
-            self._sessions[name] = entry
-            self.created += 1
-            # Idle sessions are dropped here, so the map only grows while sessions are live.
-            self._sweep(now)
-            while len(self._sessions) > self.max_sessions:
-                self._sessions.popitem(last=False)
-                self.evicted += 1
-            return entry
-
-    def _sweep(self, now: float) -> None:
-        # Least recently used first: stop at the first session still within its TTL.
-        while self._sessions:
-            oldest = next(iter(self._sessions.values()))
-            if now - oldest.touched <= self.ttl:
-                return
-            self._sessions.popitem(last=False)
-            self.expired += 1
+        return Session(key, tool_loop, session)
 
     def get(self, key: SessionKey) -> Session:
         """The session's detectors, created if it has none (or its idle TTL passed)."""
@@ -192,31 +154,9 @@ class SessionRegistry:
     def discard(self, key: SessionKey) -> None:
         """Forget the session here (and in the store): its next hook starts it afresh."""
         name = _normalised(key)
-        with self._lock:
-            self._sessions.pop(name, None)
+        self._forget(name)
         if self.store is not None:
             self.store.delete(name.encode("utf-8", "surrogateescape"))
-
-    def __len__(self) -> int:
-        """Live sessions (idle ones past the TTL are dropped first)."""
-        with self._lock:
-            self._sweep(self._clock())
-            return len(self._sessions)
-
-    def __contains__(self, key: object) -> bool:
-        if not isinstance(key, (str, bytes)):
-            return False
-        name = _normalised(key)
-        with self._lock:
-            entry = self._sessions.get(name)
-            return entry is not None and self._clock() - entry.touched <= self.ttl
-
-    def stats(self) -> Dict[str, int]:
-        """Registry-wide counters: ``live`` sessions, sessions ``created``, ``evicted`` (over
-        ``max_sessions``) and ``expired`` (idle past the TTL)."""
-        with self._lock:
-            self._sweep(self._clock())
-            return {"live": len(self._sessions), "created": self.created, "evicted": self.evicted, "expired": self.expired}
 
     # --- shared state ----------------------------------------------------------------------
 
@@ -231,7 +171,7 @@ class SessionRegistry:
         return update.result
 
     def _load(self, entry: Session, data: Optional[bytes]) -> None:
-        fresh = self._new_session(entry.key, entry.touched)
+        fresh = self._new_session(entry.key)
         if data is not None:
             tool_blob, session_blob = _unpack(data)
             fresh.tool_loop._restore(tool_blob)
@@ -239,40 +179,26 @@ class SessionRegistry:
         entry.tool_loop, entry.session = fresh.tool_loop, fresh.session
 
     # --- the hooks ---------------------------------------------------------------------------
+    # `before_tool_call` and `after_tool_call` are the engine's: without a store they call the
+    # session's tool-loop detector directly; with one, they hand the session to these two.
 
-    def before_tool_call(
-        self, key: SessionKey, tool: str, params: Any, *, run_id: Optional[str] = None, tool_call_id: Optional[str] = None
+    def _shared_before_tool_call(
+        self, entry: Session, tool: str, params: Any, run_id: Optional[str], tool_call_id: Optional[str]
     ) -> ToolCallDecision:
-        """:meth:`ToolLoopDetector.before_tool_call` of the session's detector."""
-        entry = self._session(key)
-        if self.store is None:
-            if run_id is None and tool_call_id is None:
-                # Keyword arguments cost the engine's argument parser more than the call itself.
-                return entry.tool_loop.before_tool_call(tool, params)
-            return entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id)
         return self._shared(
             entry, lambda: entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id)
         )
 
-    def after_tool_call(
+    def _shared_after_tool_call(
         self,
-        key: SessionKey,
+        entry: Session,
         tool: str,
         params: Any,
-        *,
-        result: Any = None,
-        error: Any = None,
-        run_id: Optional[str] = None,
-        tool_call_id: Optional[str] = None,
+        result: Any,
+        error: Any,
+        run_id: Optional[str],
+        tool_call_id: Optional[str],
     ) -> ToolOutcome:
-        """:meth:`ToolLoopDetector.after_tool_call` of the session's detector."""
-        entry = self._session(key)
-        if self.store is None:
-            if error is None and run_id is None and tool_call_id is None:
-                return entry.tool_loop.after_tool_call(tool, params, result=result)
-            return entry.tool_loop.after_tool_call(
-                tool, params, result=result, error=error, run_id=run_id, tool_call_id=tool_call_id
-            )
         return self._shared(
             entry,
             lambda: entry.tool_loop.after_tool_call(

@@ -5,6 +5,7 @@
 mod canonical;
 mod chant;
 mod errors;
+mod registry;
 mod session;
 mod settings;
 mod tool_loop;
@@ -15,6 +16,9 @@ use pyo3::prelude::*;
 #[pymodule(gil_used = false)]
 mod _core {
     use pyo3::prelude::*;
+
+    #[pymodule_export]
+    use crate::registry::RegistryEngine;
 
     #[pymodule_export]
     use crate::session::SessionEngine;

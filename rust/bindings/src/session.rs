@@ -5,12 +5,12 @@
 //! episode hook) is only ever called with the lock released: a thread blocked on the lock
 //! while holding the GIL could otherwise deadlock with the holder waiting for the GIL.
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use doomloop_engine::fingerprint::{hash_action, hash_none, Canon, Sketch};
 use doomloop_engine::session::{Action, Finding, Session, SessionConfig};
-use doomloop_engine::settings::{Value, SESSION};
+use doomloop_engine::settings::{shared, Value, SESSION};
 use doomloop_engine::snapshot::SnapshotError;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -25,8 +25,9 @@ use crate::tool_results::type_name;
 #[pyclass(module = "doomloop._core", subclass, frozen)]
 pub struct SessionEngine {
     state: Mutex<Session>,
-    /// The checked settings it was built from (what a snapshot saves).
-    settings: Vec<Value>,
+    /// The checked settings it was built from (what a snapshot saves; shared with every
+    /// detector built from equal values).
+    settings: Arc<[Value]>,
     clock: Option<Py<PyAny>>,
     /// Called with the description of each new loop episode (the Python layer logs it).
     on_episode: Option<Py<PyAny>>,
@@ -36,7 +37,7 @@ pub struct SessionEngine {
     names_actions: bool,
 }
 
-fn monotonic_seconds() -> f64 {
+pub(crate) fn monotonic_seconds() -> f64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     EPOCH.get_or_init(Instant::now).elapsed().as_secs_f64()
 }
@@ -161,7 +162,7 @@ impl SessionEngine {
             compares_arguments: session_config.compares_arguments(),
             names_actions: session_config.names_actions(),
             state: Mutex::new(Session::new(session_config)),
-            settings,
+            settings: shared(settings),
             clock,
             on_episode: _on_episode,
         })
@@ -374,7 +375,7 @@ impl SessionEngine {
         let data = snapshot_bytes(data)?;
         let now = self.now(py)?;
         let (restored, settings) = Session::restore(&data, now).map_err(|e| snapshot_error(py, e))?;
-        if settings != self.settings {
+        if *settings != *self.settings {
             return Err(PyValueError::new_err("the snapshot's settings are not this detector's"));
         }
         *self.lock(py) = restored;

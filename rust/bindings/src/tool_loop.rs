@@ -480,7 +480,7 @@ impl ToolLoopEngine {
 
     /// Detect, decide and record one call about to run (see docs/tool-loop.md for the steps).
     #[pyo3(signature = (tool, params, *, run_id = None, tool_call_id = None))]
-    fn before_tool_call(
+    pub(crate) fn before_tool_call(
         slf: &Bound<'_, Self>,
         tool: &Bound<'_, PyAny>,
         params: &Bound<'_, PyAny>,
@@ -529,7 +529,7 @@ impl ToolLoopEngine {
     /// Record a finished call's outcome and feed it to the post-compaction guard.
     #[pyo3(signature = (tool, params, *, result = None, error = None, run_id = None, tool_call_id = None))]
     #[allow(clippy::too_many_arguments)]
-    fn after_tool_call(
+    pub(crate) fn after_tool_call(
         slf: &Bound<'_, Self>,
         tool: &Bound<'_, PyAny>,
         params: &Bound<'_, PyAny>,

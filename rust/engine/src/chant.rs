@@ -1210,7 +1210,8 @@ impl<S: Symbol> Chant<S> {
         Self::with_key(config, HashKey::random())
     }
 
-    /// A detector with a given hash key (tests; production uses `new`).
+    /// A detector with a given hash key (a session draws its key up front and builds its
+    /// detector with the first response; tests fix the key).
     pub fn with_key(config: ChantConfig, key: HashKey) -> Self {
         let config = if config.problem().is_some() {
             config.clamped()

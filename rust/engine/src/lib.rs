@@ -4,6 +4,7 @@
 
 pub mod chant;
 pub mod fingerprint;
+pub mod idle_map;
 pub mod names;
 pub mod ring;
 pub mod session;

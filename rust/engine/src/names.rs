@@ -3,8 +3,7 @@
 //! each distinct name is stored once, however many records refer to it, and a name no record
 //! refers to any more is forgotten, so the table stays bounded by the history's size.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::Hasher;
 
 use compact_str::CompactString;
 
@@ -31,11 +30,11 @@ impl Hasher for DigestHasher {
     }
 }
 
-type DigestMap<V> = HashMap<u64, V, BuildHasherDefault<DigestHasher>>;
-
+/// A session names few distinct tools or action types: a plain list in order of first use is
+/// searched as fast as a hash map and holds no empty slots (a gateway holds many sessions).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NameTable {
-    names: DigestMap<CompactString>,
+    names: Vec<(u64, CompactString)>,
 }
 
 impl NameTable {
@@ -50,23 +49,24 @@ impl NameTable {
         limit: usize,
         live: impl FnOnce() -> I,
     ) {
-        if self.names.contains_key(&digest) {
+        if self.names.iter().any(|&(known, _)| known == digest) {
             return;
         }
         if self.names.len() >= limit {
-            let mut kept: DigestMap<CompactString> = DigestMap::default();
-            for live_digest in live() {
-                if let Some((digest, name)) = self.names.remove_entry(&live_digest) {
-                    kept.insert(digest, name);
-                }
-            }
-            self.names = kept;
+            let live: Vec<u64> = live().into_iter().collect();
+            self.names.retain(|(known, _)| live.contains(known));
+            self.names.shrink_to_fit();
         }
-        self.names.insert(digest, CompactString::new(name));
+        // Grown one name at a time: new names are rare after the first calls.
+        self.names.reserve_exact(1);
+        self.names.push((digest, CompactString::new(name)));
     }
 
     pub fn get(&self, digest: u64) -> Option<&str> {
-        self.names.get(&digest).map(CompactString::as_str)
+        self.names
+            .iter()
+            .find(|&&(known, _)| known == digest)
+            .map(|(_, name)| name.as_str())
     }
 
     pub fn len(&self) -> usize {
@@ -81,18 +81,19 @@ impl NameTable {
         self.names.clear();
     }
 
-    /// Every (digest, name), in no particular order.
+    /// Every (digest, name), in order of first use.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &str)> + '_ {
-        self.names.iter().map(|(&digest, name)| (digest, name.as_str()))
+        self.names.iter().map(|(digest, name)| (*digest, name.as_str()))
     }
 
     /// Bytes held on the heap: the table and names too long to be held inline.
     pub fn heap_bytes(&self) -> usize {
-        let slots = self.names.capacity() * (std::mem::size_of::<(u64, CompactString)>() + 1);
+        let slots = self.names.capacity() * std::mem::size_of::<(u64, CompactString)>();
         slots
             + self
                 .names
-                .values()
+                .iter()
+                .map(|(_, name)| name)
                 .filter(|name| name.is_heap_allocated())
                 .map(CompactString::capacity)
                 .sum::<usize>()

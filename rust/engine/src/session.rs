@@ -572,8 +572,11 @@ pub struct Session {
     /// Loop type seen at the last evaluation, to count one event per episode.
     last_type: Option<LoopType>,
     /// Chant detector over the current (or last) response; its verdict stands until the
-    /// next response starts.
-    output: Chant<u32>,
+    /// next response starts. Built with the first response: most sessions of a gateway
+    /// record none, and the detector is a third of a session's size.
+    output: Option<Box<Chant<u32>>>,
+    /// Its hash key, drawn with the session (a snapshot saves it, output or not).
+    output_key: HashKey,
     /// A response is being streamed (`record_output_chunk` since the last `end_response`).
     output_open: bool,
     /// The last action types by name, for events.
@@ -613,7 +616,8 @@ impl Session {
                 ..SessionStats::default()
             },
             last_type: None,
-            output: Chant::new(config.chant_config()),
+            output: None,
+            output_key: HashKey::random(),
             output_open: false,
             recent_types: RecentNames::new(RECENT_TYPES),
             alike_run: 0,
@@ -642,6 +646,11 @@ impl Session {
     /// Note the name of the newest action's type (`kind` is its digest), for events.
     pub fn note_action_type(&mut self, kind: u64, name: &str) {
         self.recent_types.push(kind, name);
+    }
+
+    /// The chant found in the current (or last) response, if any.
+    fn output_event(&self) -> Option<&ChantEvent<u32>> {
+        self.output.as_ref().and_then(|output| output.event())
     }
 
     /// The last [`RECENT_TYPES`] action types noted, oldest first.
@@ -728,12 +737,16 @@ impl Session {
                 run: 0,
             })
         });
+        let (config, key) = (&self.config, self.output_key);
+        let output = self
+            .output
+            .get_or_insert_with(|| Box::new(Chant::with_key(config.chant_config(), key)));
         if !self.output_open {
-            self.output.reset();
+            output.reset();
             self.output_open = true;
             responses.draft = ResponseDraft::new();
         }
-        self.output.feed_text(text);
+        output.feed_text(text);
         let draft = &mut responses.draft;
         let mut sink = CachedSketch {
             sketch: &mut draft.sketch,
@@ -865,7 +878,7 @@ impl Session {
             return Some(Finding::ResourceExhaustion);
         }
         // Content chanting and repeated responses need no recorded actions.
-        if self.output.event().is_some() {
+        if self.output_event().is_some() {
             return Some(Finding::RepeatedOutput);
         }
         if self
@@ -908,7 +921,7 @@ impl Session {
                 None => format!("{sentence}: a plan state visited {} times", c.min_cycle_repeats),
             },
             Finding::ResourceExhaustion => sentence,
-            Finding::RepeatedOutput => match self.output.event() {
+            Finding::RepeatedOutput => match self.output_event() {
                 Some(event) => {
                     let window: String = event
                         .window
@@ -1180,10 +1193,10 @@ impl Session {
             }
             w.f64(st.current_backoff);
             w.opt_u64(self.last_type.map(|t| t as u64));
-            let key = self.output.key();
+            let key = self.output_key;
             w.u64(key.base);
             w.u64(key.salt);
-            match self.output.event() {
+            match self.output_event() {
                 Some(e) => {
                     w.u8(1);
                     w.u64(e.start);
@@ -1345,7 +1358,12 @@ impl Session {
             }
             other => return Err(invalid(format!("the output verdict has presence byte {other}"))),
         };
-        s.output = Chant::finished(s.config.chant_config(), key, event);
+        // As the detector holds it (an odd base), so a restored session saves the key it uses.
+        s.output_key = HashKey {
+            base: key.base | 1,
+            ..key
+        };
+        s.output = event.map(|event| Box::new(Chant::finished(s.config.chant_config(), s.output_key, Some(event))));
         let recent = r.len("the recent action types", RECENT_TYPES)?;
         for _ in 0..recent {
             let digest = r.u64("a recent action type")?;
@@ -1617,7 +1635,7 @@ mod tests {
         assert_eq!(separate.finding(T), None);
         separate.record_response(chars(&piece));
         assert_eq!(separate.finding(T), Some(Finding::RepeatedResponse));
-        assert!(separate.output.event().is_none());
+        assert!(separate.output_event().is_none());
     }
 
     #[test]
@@ -1642,11 +1660,11 @@ mod tests {
         for i in 0..10 {
             act(&mut s, i, i, i, true);
         }
-        assert_eq!(s.output.heap_bytes(), 0);
+        assert!(s.output.is_none());
         s.record_response(chars("Some answer."));
-        assert!(s.output.heap_bytes() > 0);
+        assert!(s.output.as_ref().is_some_and(|o| o.heap_bytes() > 0));
         s.start(T);
-        assert_eq!(s.output.heap_bytes(), 0);
+        assert!(s.output.is_none());
     }
 
     /// The recommended profile's rules (thresholds as the defaults).

@@ -4,6 +4,7 @@
 //! or a range.
 
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The largest `history_size` of the tool-loop detector (its ring is allocated up front).
 pub const MAX_HISTORY_SIZE: u64 = 10_000;
@@ -95,6 +96,29 @@ impl Schema {
     pub fn defaults(&self) -> Vec<Value> {
         self.settings.iter().map(|s| s.default).collect()
     }
+}
+
+/// Distinct value lists kept by [`shared`] (a process builds its detectors from a few configs).
+const SHARED_LISTS: usize = 8;
+
+/// `values` as a list shared with every detector built from equal values: a gateway builds
+/// thousands of sessions from one config, and each keeps its settings for its snapshots.
+/// The most recently used lists are kept; a list past them is allocated on its own.
+pub fn shared(values: Vec<Value>) -> Arc<[Value]> {
+    static RECENT: Mutex<Vec<Arc<[Value]>>> = Mutex::new(Vec::new());
+    // A panic cannot leave the list half-updated: recover it rather than fail.
+    let mut recent = RECENT.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(i) = recent.iter().position(|list| **list == *values) {
+        let list = recent.remove(i);
+        recent.push(Arc::clone(&list));
+        return list;
+    }
+    let list: Arc<[Value]> = values.into();
+    if recent.len() == SHARED_LISTS {
+        recent.remove(0);
+    }
+    recent.push(Arc::clone(&list));
+    list
 }
 
 const fn count(name: &'static str, default: u64, min: u64, max: u64) -> Setting {
@@ -426,6 +450,24 @@ pub fn check_all(schema: &'static Schema, given: &[Given<'_>]) -> Result<Vec<Val
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn equal_value_lists_are_shared() {
+        let defaults = shared(TOOL_LOOP.defaults());
+        assert!(Arc::ptr_eq(&defaults, &shared(TOOL_LOOP.defaults())));
+        let mut other = TOOL_LOOP.defaults();
+        other[0] = Value::Count(7);
+        let other = shared(other);
+        assert!(!Arc::ptr_eq(&defaults, &other) && *other != *defaults);
+        // Past the lists kept, a list is still right, only no longer shared.
+        let many: Vec<_> = (0..2 * SHARED_LISTS as u64)
+            .map(|n| shared(vec![Value::Count(n)]))
+            .collect();
+        assert!(many
+            .iter()
+            .enumerate()
+            .all(|(n, list)| **list == [Value::Count(n as u64)]));
+    }
 
     fn setting(name: &str) -> &'static Setting {
         let i = SESSION.index(name).unwrap();

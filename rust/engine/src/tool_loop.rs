@@ -9,11 +9,12 @@
 //! OpenClaw-shaped configs turn off.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use crate::fingerprint::hash_two;
 use crate::names::NameTable;
 use crate::ring::Ring;
-use crate::settings::{Schema, Value, TOOL_LOOP};
+use crate::settings::{shared, Schema, Value, TOOL_LOOP};
 use crate::snapshot::{invalid, Reader, Snapshot, SnapshotError, SnapshotKind, Writer};
 
 /// OpenClaw's warning bucket width: a key is re-emitted when `count / 10` grows.
@@ -147,17 +148,25 @@ pub struct Outcome {
 }
 
 /// One history entry. `payload` is the caller's (names for rendering); the rules only read
-/// the digests and flags.
+/// the digests and flags. Its call id and unknown-tool digest, which most calls lack, are
+/// kept apart, and its run id is an index into the session's few run ids (see
+/// [`ToolLoopSession`]), so a record is 32 bytes rather than 56.
 #[derive(Clone, Debug)]
 pub struct Record<N> {
     tool: u64,
     args: u64,
-    run: u64,
-    call_id: u64,
     result: u64,
-    unknown: u64,
+    /// The run id's index in the session's `runs` (0 when the record has none).
+    run: u32,
     flags: u8,
     pub payload: N,
+}
+
+/// A record's call id and unknown-tool digest (each 0 when absent, as the flags say).
+#[derive(Clone, Copy, Debug, Default)]
+struct Ids {
+    call_id: u64,
+    unknown: u64,
 }
 
 impl<N> Record<N> {
@@ -166,7 +175,7 @@ impl<N> Record<N> {
     }
 
     fn in_run(&self, run: RunScope) -> bool {
-        self.flags & HAS_RUN == run.flag && self.run == run.run
+        self.flags & HAS_RUN == run.flag && u64::from(self.run) == run.run
     }
 
     /// The same call in the same run; the args digest first, as most records are other calls.
@@ -182,15 +191,10 @@ impl<N> Record<N> {
     pub fn tool(&self) -> u64 {
         self.tool
     }
-
-    /// The digest of the unknown tool the error text named, if any.
-    pub fn unknown_tool(&self) -> Option<u64> {
-        self.has(HAS_UNKNOWN).then_some(self.unknown)
-    }
 }
 
-/// A run id as records store it (absent: no flag and 0), so scoping a record is two plain
-/// comparisons.
+/// A run id as records store it (absent: no flag and 0; present: its index in the session's
+/// run ids), so scoping a record is two plain comparisons.
 #[derive(Clone, Copy)]
 struct RunScope {
     flag: u8,
@@ -543,6 +547,12 @@ pub struct ToolLoopSession<N> {
     /// The smallest threshold the streak or the recent count is compared with.
     lowest_window_threshold: usize,
     history: Ring<Record<N>>,
+    /// The records' call ids and unknown-tool digests, aligned with `history` from the
+    /// newest back; allocated with the first record that has either (a gateway holds many
+    /// sessions whose calls carry neither).
+    ids: Option<Box<Ring<Ids>>>,
+    /// The distinct run ids the records refer to, in order of first use (a session has few).
+    runs: Vec<u64>,
     buckets: WarningBuckets,
     guard: CompactionGuard,
 }
@@ -555,6 +565,8 @@ impl<N> ToolLoopSession<N> {
             lowest_threshold: lowest_window.min(c.unknown_tool) as usize,
             lowest_window_threshold: lowest_window as usize,
             history: Ring::new(config.history_size),
+            ids: None,
+            runs: Vec::new(),
             buckets: WarningBuckets::default(),
             guard: CompactionGuard::new(config.guard_window),
             config,
@@ -582,35 +594,164 @@ impl<N> ToolLoopSession<N> {
         &self.guard
     }
 
-    /// Bytes held on the heap by this session (the records, buckets and guard window).
+    /// Bytes held on the heap by this session (the records, their ids, buckets and guard
+    /// window).
     pub fn heap_bytes(&self) -> usize {
-        self.history.capacity() * std::mem::size_of::<Record<N>>() + self.buckets.heap_bytes() + self.guard.heap_bytes()
+        let ids = self.ids.as_ref().map_or(0, |ids| {
+            std::mem::size_of::<Ring<Ids>>() + ids.capacity() * std::mem::size_of::<Ids>()
+        });
+        self.history.capacity() * std::mem::size_of::<Record<N>>()
+            + ids
+            + self.runs.capacity() * std::mem::size_of::<u64>()
+            + self.buckets.heap_bytes()
+            + self.guard.heap_bytes()
+    }
+
+    /// The call id and unknown-tool digest of the record `back` places before the newest.
+    fn ids(&self, back: usize) -> Ids {
+        self.ids
+            .as_ref()
+            .and_then(|ids| ids.back(back))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Mutable access to them, allocating the ids of every record on first use.
+    fn ids_mut(&mut self, back: usize) -> Option<&mut Ids> {
+        let history = &self.history;
+        let ids = self.ids.get_or_insert_with(|| {
+            let mut ids = Ring::new(history.capacity());
+            for _ in 0..history.len() {
+                ids.push(Ids::default());
+            }
+            Box::new(ids)
+        });
+        ids.back_mut(back)
+    }
+
+    /// The digest of the unknown tool the record `back` places before the newest named, if
+    /// any.
+    pub fn unknown_tool(&self, back: usize) -> Option<u64> {
+        let record = self.history.back(back)?;
+        record.has(HAS_UNKNOWN).then(|| self.ids(back).unknown)
     }
 
     /// The digests of every name the records refer to (tools and unknown tools).
     pub fn name_digests(&self) -> impl Iterator<Item = u64> + '_ {
         self.history
             .iter_newest_first()
-            .flat_map(|r| std::iter::once(r.tool).chain(r.unknown_tool()))
+            .enumerate()
+            .flat_map(|(back, r)| std::iter::once(r.tool).chain(self.unknown_tool(back)))
+    }
+
+    /// `key` with its run id as the records hold it: its index in `runs`, or one no record
+    /// has when no record is in that run.
+    fn local(&self, key: &CallKey) -> CallKey {
+        let index = |run| {
+            self.runs
+                .iter()
+                .position(|&known| known == run)
+                .map_or(u64::MAX, |i| i as u64)
+        };
+        CallKey {
+            run: key.run.map(index),
+            ..*key
+        }
+    }
+
+    /// The index of `run` in `runs`, added if new. Past twice the history's capacity (plus
+    /// slack) the run ids no record refers to are dropped first, so the list stays bounded
+    /// and that sweep runs at most once per `capacity + 8` new run ids.
+    fn run_index(&mut self, run: u64) -> u32 {
+        if let Some(i) = self.runs.iter().position(|&known| known == run) {
+            return i as u32;
+        }
+        if self.runs.len() >= 2 * self.history.capacity() + 8 {
+            self.sweep_runs();
+        }
+        // Grown one run at a time: a session starts few runs.
+        self.runs.reserve_exact(1);
+        self.runs.push(run);
+        // At most `2 * MAX_HISTORY_SIZE + 9` run ids: the index fits a u32.
+        (self.runs.len() - 1) as u32
+    }
+
+    /// Keep the run ids the records refer to, in the order of their oldest record.
+    fn sweep_runs(&mut self) {
+        let mut moved = vec![u32::MAX; self.runs.len()];
+        let mut kept = Vec::new();
+        for back in (0..self.history.len()).rev() {
+            let Some(record) = self.history.back_mut(back) else {
+                continue;
+            };
+            if !record.has(HAS_RUN) {
+                continue;
+            }
+            let old = record.run as usize;
+            if moved.get(old) == Some(&u32::MAX) {
+                moved[old] = kept.len() as u32;
+                kept.push(self.runs[old]);
+            }
+            record.run = moved.get(old).copied().unwrap_or(0);
+        }
+        self.runs = kept;
     }
 
     /// Append a call without a result.
     pub fn record_call(&mut self, key: &CallKey, call_id: Option<u64>, payload: N) {
-        let scope = RunScope::of(key.run);
-        let mut flags = scope.flag;
+        let mut flags = RunScope::of(key.run).flag;
         if call_id.is_some() {
             flags |= HAS_CALL_ID;
         }
-        self.history.push(Record {
+        let record = Record {
             tool: key.tool,
             args: key.args,
-            run: scope.run,
-            call_id: call_id.unwrap_or(0),
+            run: key.run.map_or(0, |run| self.run_index(run)),
             result: 0,
-            unknown: 0,
             flags,
             payload,
-        });
+        };
+        let ids = Ids {
+            call_id: call_id.unwrap_or(0),
+            unknown: 0,
+        };
+        self.push(record, ids);
+    }
+
+    /// Append a record and its ids (allocating the ids only once one is not 0).
+    fn push(&mut self, record: Record<N>, ids: Ids) {
+        self.history.push(record);
+        match &mut self.ids {
+            Some(all) => all.push(ids),
+            None if ids.call_id != 0 || ids.unknown != 0 => {
+                if let Some(newest) = self.ids_mut(0) {
+                    *newest = ids;
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Fill the record `back` places before the newest with `outcome`.
+    fn fill(&mut self, back: usize, outcome: Outcome, flags: u8) {
+        let Some(record) = self.history.back_mut(back) else {
+            return;
+        };
+        record.result = outcome.result;
+        record.flags |= flags;
+        match (outcome.unknown, self.ids.is_some()) {
+            (Some(unknown), _) => {
+                if let Some(ids) = self.ids_mut(back) {
+                    ids.unknown = unknown;
+                }
+            }
+            (None, true) => {
+                if let Some(ids) = self.ids_mut(back) {
+                    ids.unknown = 0;
+                }
+            }
+            (None, false) => {}
+        }
     }
 
     /// Fill the newest matching pending record with `outcome`, or append one; either way the
@@ -620,28 +761,24 @@ impl<N> ToolLoopSession<N> {
         if outcome.unknown.is_some() {
             unknown_flags |= HAS_UNKNOWN;
         }
-        let scope = RunScope::of(key.run);
+        let scope = RunScope::of(self.local(key).run);
         for back in 0..self.history.len() {
-            let Some(record) = self.history.back_mut(back) else {
+            let Some(record) = self.history.back(back) else {
                 break;
             };
             let matches = !record.has(HAS_RESULT)
                 && record.same_call(key, scope)
-                && call_id.is_none_or(|id| record.has(HAS_CALL_ID) && record.call_id == id);
+                && call_id.is_none_or(|id| record.has(HAS_CALL_ID) && self.ids(back).call_id == id);
             if matches {
-                record.result = outcome.result;
-                record.unknown = outcome.unknown.unwrap_or(0);
-                record.flags |= unknown_flags;
-                record.payload = payload;
+                self.fill(back, outcome, unknown_flags);
+                if let Some(record) = self.history.back_mut(back) {
+                    record.payload = payload;
+                }
                 return;
             }
         }
         self.record_call(key, call_id, payload);
-        if let Some(record) = self.history.back_mut(0) {
-            record.result = outcome.result;
-            record.unknown = outcome.unknown.unwrap_or(0);
-            record.flags |= unknown_flags;
-        }
+        self.fill(0, outcome, unknown_flags);
     }
 
     /// The verdict for `key` now, without side effects (`None`: not stuck).
@@ -656,7 +793,9 @@ impl<N> ToolLoopSession<N> {
         // (or a cycle's count, one more, the warning threshold: the cycle and churn rules
         // need the recent count first).
         let count_window = self.history.len() + 1 >= self.lowest_window_threshold;
-        let scan = Scan::run(&self.history, key, count_window);
+        // Records are scoped by the run's index.
+        let key = &self.local(key);
+        let scan = Scan::run(&self.history, self.ids.as_deref(), key, count_window);
         let c = &self.config;
         let finding = |level, detector, count, key_digest, result, other, source_back| Finding {
             level,
@@ -1051,7 +1190,7 @@ impl Scan {
     /// Three short passes over the run-scoped records, newest first. The unknown-tool run and
     /// the alternating tail usually end within a record or two; only the streak and recent
     /// counts need the whole window, and are left at 0 unless `count_window`.
-    fn run<N>(history: &Ring<Record<N>>, key: &CallKey, count_window: bool) -> Scan {
+    fn run<N>(history: &Ring<Record<N>>, ids: Option<&Ring<Ids>>, key: &CallKey, count_window: bool) -> Scan {
         let mut s = Scan {
             unknown_run: 0,
             unknown_name: 0,
@@ -1072,12 +1211,13 @@ impl Scan {
                 .filter(move |(_, r)| r.in_run(scope))
         };
         // Unknown tool: the run of newest records of this tool naming one missing tool.
-        for (position, (_, r)) in scoped().enumerate() {
+        for (position, (back, r)) in scoped().enumerate() {
             let named = r.tool == key.tool && r.has(HAS_UNKNOWN);
-            if !named || (position > 0 && r.unknown != s.unknown_name) {
+            let unknown = ids.and_then(|ids| ids.back(back)).map_or(0, |ids| ids.unknown);
+            if !named || (position > 0 && unknown != s.unknown_name) {
                 break;
             }
-            s.unknown_name = r.unknown;
+            s.unknown_name = unknown;
             s.unknown_run += 1;
         }
         // Streak of one result and recent count of this call: the only pass over the whole
@@ -1154,8 +1294,9 @@ impl Scan {
 /// the session's (through `Deref`); every update goes through here, so no record lacks its name.
 #[derive(Clone, Debug)]
 pub struct NamedSession {
-    /// The checked `settings::TOOL_LOOP` values the session was built from.
-    settings: Vec<Value>,
+    /// The checked `settings::TOOL_LOOP` values the session was built from (shared with
+    /// every session built from equal values).
+    settings: Arc<[Value]>,
     session: ToolLoopSession<()>,
     names: NameTable,
     /// The warning key of the finding the last call was blocked for (`None`: it was not), so
@@ -1195,7 +1336,7 @@ impl NamedSession {
     pub fn new(settings: Vec<Value>) -> (Self, Vec<String>) {
         let (config, fixes) = LoopConfig::from_values(&settings);
         let session = NamedSession {
-            settings,
+            settings: shared(settings),
             session: ToolLoopSession::new(config),
             names: NameTable::default(),
             blocking: None,
@@ -1285,7 +1426,9 @@ impl NamedSession {
         let source = finding.source_back.and_then(|back| self.session.record(back));
         (
             source.and_then(|r| self.names.get(r.tool())),
-            source.and_then(|r| self.names.get(r.unknown_tool()?)),
+            finding
+                .source_back
+                .and_then(|back| self.names.get(self.session.unknown_tool(back)?)),
         )
     }
 
@@ -1298,7 +1441,7 @@ impl NamedSession {
         let (Detector::Cycle, Some(newest)) = (finding.detector, finding.source_back) else {
             return Vec::new();
         };
-        let scope = RunScope::of(key.run);
+        let scope = RunScope::of(self.session.local(key).run);
         let mut calls: Vec<(String, u64)> = self
             .session
             .history
@@ -1332,10 +1475,18 @@ impl Snapshot for NamedSession {
     fn write_body(&self, w: &mut Writer) {
         w.settings(&self.settings);
         let s = &self.session;
-        let records: Vec<&Record<()>> = s.history.iter_newest_first().collect();
-        w.len(records.len());
-        for r in records.into_iter().rev() {
-            for digest in [r.tool, r.args, r.run, r.call_id, r.result, r.unknown] {
+        w.len(s.history.len());
+        for back in (0..s.history.len()).rev() {
+            let Some(r) = s.history.back(back) else {
+                continue;
+            };
+            let ids = s.ids(back);
+            let run = if r.has(HAS_RUN) {
+                s.runs.get(r.run as usize).copied().unwrap_or(0)
+            } else {
+                0
+            };
+            for digest in [r.tool, r.args, run, ids.call_id, r.result, ids.unknown] {
                 w.u64(digest);
             }
             w.u8(r.flags);
@@ -1385,16 +1536,19 @@ impl Snapshot for NamedSession {
                 return Err(invalid(format!("a record has unknown flags {flags:#x}")));
             }
             let [tool, args, run, call_id, result, unknown] = digests;
-            s.history.push(Record {
+            if flags & HAS_RUN == 0 && run != 0 {
+                // The engine writes 0 for a record without a run id (it keeps no digest).
+                return Err(invalid(format!("a record without a run id has run digest {run:#x}")));
+            }
+            let record = Record {
                 tool,
                 args,
-                run,
-                call_id,
+                run: if flags & HAS_RUN == 0 { 0 } else { s.run_index(run) },
                 result,
-                unknown,
                 flags,
                 payload: (),
-            });
+            };
+            s.push(record, Ids { call_id, unknown });
         }
         let keys = r.len("the warning keys", MAX_WARNING_KEYS)?;
         for _ in 0..keys {
@@ -1984,5 +2138,56 @@ mod tests {
         let mut cut = data.clone();
         cut.truncate(data.len() - 9);
         assert!(NamedSession::from_snapshot(&cut).is_err());
+    }
+
+    #[test]
+    fn call_ids_first_seen_after_the_ring_wrapped_stay_with_their_records() {
+        assert_eq!(std::mem::size_of::<Record<()>>(), 32);
+        let mut s: ToolLoopSession<()> = ToolLoopSession::new(LoopConfig {
+            history_size: 4,
+            ..LoopConfig::default()
+        });
+        // Six calls without ids wrap the ring; no ids are kept for them.
+        for arg in 0..6 {
+            s.record_call(&key("read", arg), None, ());
+        }
+        assert!(s.ids.is_none());
+        s.record_call(&key("read", 6), Some(60), ());
+        s.record_call(&key("read", 7), None, ());
+        // The outcome for call id 60 fills its record (two back), not a new one.
+        let ghost = Outcome {
+            result: 5,
+            unknown: Some(9),
+        };
+        s.record_outcome(&key("read", 6), Some(60), ghost, ());
+        assert_eq!(s.history_len(), 4);
+        assert_eq!((s.ids(1).call_id, s.unknown_tool(1)), (60, Some(9)));
+        assert_eq!(s.record(1).and_then(Record::result), Some(5));
+        assert_eq!((s.ids(0).call_id, s.unknown_tool(0)), (0, None));
+        assert_eq!((s.ids(2).call_id, s.unknown_tool(2)), (0, None));
+        // A call id that names no pending record appends one.
+        s.record_outcome(&key("read", 6), Some(61), ghost, ());
+        assert_eq!((s.ids(0).call_id, s.unknown_tool(0)), (61, Some(9)));
+        assert_eq!(s.ids(2).call_id, 60);
+    }
+
+    #[test]
+    fn run_ids_stay_few_and_keep_scoping_when_every_call_starts_a_run() {
+        let mut s: ToolLoopSession<()> = ToolLoopSession::new(LoopConfig {
+            history_size: 4,
+            ..LoopConfig::default()
+        });
+        let in_run = |run| CallKey { run, ..key("read", 1) };
+        for run in 0..100 {
+            s.record_call(&in_run(Some(run)), None, ());
+            assert!(s.runs.len() <= 2 * 4 + 8);
+        }
+        let newest: Vec<u64> = (0..4)
+            .filter_map(|back| s.record(back))
+            .map(|r| s.runs[r.run as usize])
+            .collect();
+        assert_eq!(newest, [99, 98, 97, 96]);
+        let count = |run| scoped(&s.history, s.local(&in_run(run)).run).count();
+        assert_eq!((count(Some(98)), count(Some(5)), count(None)), (1, 0, 0));
     }
 }
