@@ -50,6 +50,18 @@ impl NameTable {
         limit: usize,
         live: impl FnOnce() -> I,
     ) {
+        self.remember_with(digest, || name, limit, live);
+    }
+
+    /// [`NameTable::remember`] with the name made by `name` only when it is not known yet
+    /// (a caller that would have to convert it first pays only for new names).
+    pub fn remember_with<I: IntoIterator<Item = u64>, S: AsRef<str>>(
+        &mut self,
+        digest: u64,
+        name: impl FnOnce() -> S,
+        limit: usize,
+        live: impl FnOnce() -> I,
+    ) {
         if self.names.contains_key(&digest) {
             return;
         }
@@ -62,7 +74,7 @@ impl NameTable {
             }
             self.names = kept;
         }
-        self.names.insert(digest, CompactString::new(name));
+        self.names.insert(digest, CompactString::new(name().as_ref()));
     }
 
     pub fn get(&self, digest: u64) -> Option<&str> {
@@ -116,10 +128,15 @@ impl RecentNames {
     }
 
     pub fn push(&mut self, digest: u64, name: &str) {
+        self.push_with(digest, || name);
+    }
+
+    /// [`RecentNames::push`] with the name made by `name` only when it is not known yet.
+    pub fn push_with<S: AsRef<str>>(&mut self, digest: u64, name: impl FnOnce() -> S) {
         let limit = 2 * self.digests.capacity() + 4;
         let digests = &self.digests;
         self.names
-            .remember(digest, name, limit, || digests.iter_newest_first().copied());
+            .remember_with(digest, name, limit, || digests.iter_newest_first().copied());
         self.digests.push(digest);
     }
 
