@@ -21,7 +21,7 @@ use crate::canonical::{
     DictSnapshot,
 };
 use crate::chant::{lock, scan_text};
-use crate::errors::{snapshot_bytes, snapshot_error};
+use crate::errors::{restored_state, snapshot_error};
 use crate::settings::checked;
 use crate::tool_results::type_name;
 
@@ -486,12 +486,8 @@ impl SessionEngine {
     /// Replace the state with a snapshot's (made under the same settings); on any error the
     /// state is left as it was.
     fn _restore(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let data = snapshot_bytes(data)?;
-        let now = self.now(py)?;
-        let (restored, settings) = Session::restore(&data, now).map_err(|e| snapshot_error(py, e))?;
-        if settings != self.settings {
-            return Err(PyValueError::new_err("the snapshot's settings are not this detector's"));
-        }
+        let read = |data: &[u8]| Session::restore(data, self.now(py)?).map_err(|e| snapshot_error(py, e));
+        let (restored, _) = restored_state(data, read, |(_, settings)| *settings == self.settings)?;
         self.lock(py).session = restored;
         Ok(())
     }
