@@ -5,6 +5,7 @@
 //! episode hook) is only ever called with the lock released: a thread blocked on the lock
 //! while holding the GIL could otherwise deadlock with the holder waiting for the GIL.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -95,6 +96,10 @@ pub struct SessionEngine {
     /// and keep its first string argument.
     compares_arguments: bool,
     names_actions: bool,
+    /// Set by an evaluation that found a loop standing whatever the time (with the default
+    /// clock, which is not called when no check needs it), cleared whenever the lock is
+    /// taken: while set, the state is unchanged, so `is_doom_loop` answers without the lock.
+    loop_stands: AtomicBool,
 }
 
 fn monotonic_seconds() -> f64 {
@@ -111,7 +116,9 @@ fn empty_mapping_digest() -> u64 {
 impl SessionEngine {
     #[inline]
     fn lock(&self, py: Python<'_>) -> MutexGuard<'_, State> {
-        lock(py, &self.state)
+        let state = lock(py, &self.state);
+        self.loop_stands.store(false, Ordering::SeqCst);
+        state
     }
 
     /// The time to evaluate at, read with the lock released: a Python clock is called now,
@@ -125,20 +132,21 @@ impl SessionEngine {
 
     /// Evaluate under the lock at `reading` (see [`SessionEngine::reading`]) and count a new
     /// episode; returns the finding and, when `on_episode` is to hear of it, the episode.
+    #[inline(always)]
     fn evaluate(&self, state: &mut Session, reading: Option<f64>) -> (Option<Finding>, Option<Episode>) {
         let (finding, new_episode) = state.observe_at(|| reading.unwrap_or_else(monotonic_seconds));
+        if self.clock.is_none() && finding.is_some_and(Finding::is_timeless) {
+            self.loop_stands.store(true, Ordering::SeqCst);
+        }
         let episode = match (new_episode, finding, &self.on_episode) {
-            (true, Some(finding), Some(_)) => Some((
-                finding.loop_type().name(),
-                state.describe(finding),
-                state.stats().total_actions,
-            )),
+            (true, Some(finding), Some(_)) => Some(episode(state, finding)),
             _ => None,
         };
         (finding, episode)
     }
 
     /// Hand a new episode to `on_episode` (the lock released).
+    #[inline(always)]
     fn report(slf: &Bound<'_, Self>, finding: Option<Finding>, episode: Option<Episode>) -> PyResult<Option<Finding>> {
         if let (Some((loop_type, description, actions)), Some(on_episode)) = (episode, &slf.get().on_episode) {
             on_episode.call1(slf.py(), (slf, loop_type, description, actions))?;
@@ -161,7 +169,10 @@ impl SessionEngine {
     /// released), then re-run the checks.
     fn record_output(slf: &Bound<'_, Self>, text: &Bound<'_, PyAny>, whole: bool) -> PyResult<()> {
         let name = if whole { "text" } else { "chunk" };
+        let loop_stands = &slf.get().loop_stands;
         scan_text(text, name, &slf.get().state, |state, input, piece| {
+            // The scan takes the lock itself (not through `lock`).
+            loop_stands.store(false, Ordering::SeqCst);
             // A whole response is framed as one streamed response, however many pieces it
             // is scanned in.
             if whole && piece.first {
@@ -184,6 +195,17 @@ impl SessionEngine {
         let (finding, episode) = engine.evaluate(&mut engine.lock(slf.py()).session, reading);
         Self::report(slf, finding, episode)
     }
+}
+
+/// A new episode described, for `on_episode` (once per episode: kept off the hot path).
+#[cold]
+#[inline(never)]
+fn episode(state: &Session, finding: Finding) -> Episode {
+    (
+        finding.loop_type().name(),
+        state.describe(finding),
+        state.stats().total_actions,
+    )
 }
 
 /// `record_action`'s `duration`: an int or float (not a bool) of seconds, >= 0.
@@ -243,6 +265,7 @@ impl SessionEngine {
             settings,
             clock,
             on_episode: _on_episode,
+            loop_stands: AtomicBool::new(false),
         })
     }
 
@@ -282,23 +305,25 @@ impl SessionEngine {
         let py = slf.py();
         // `args=None` is the empty mapping.
         let sketches = (engine.compares_arguments || engine.names_actions) && !args.is_none();
-        let (known_kind, known_result, known_args) = {
-            let state = engine.lock(py);
-            let args_digest = if args.is_none() {
-                Some(empty_mapping_digest())
-            } else if sketches {
-                None
-            } else {
-                state.memo.args(args)
-            };
-            (
-                state.memo.action_type(action_type),
-                state.memo.result(result),
-                args_digest,
-            )
+        let state = engine.lock(py);
+        let known_kind = state.memo.action_type(action_type);
+        let known_result = state.memo.result(result);
+        let known_args = if args.is_none() {
+            Some(empty_mapping_digest())
+        } else if sketches {
+            None
+        } else {
+            state.memo.args(args)
         };
         // What the memo does not know is hashed with the lock released (a key's fingerprint
-        // may run Python code), the sketch in the fingerprint's pass when it can be.
+        // may run Python code), the sketch in the fingerprint's pass when it can be; when it
+        // knows everything, the action is recorded under the lock it was looked up under.
+        let held = if known_kind.is_none() || known_result.is_none() || known_args.is_none() {
+            drop(state);
+            None
+        } else {
+            Some(state)
+        };
         let kind = known_kind.unwrap_or_else(|| fingerprint_str(action_type));
         let result_digest = known_result.unwrap_or_else(|| {
             if result.is_none() {
@@ -328,7 +353,10 @@ impl SessionEngine {
             },
         };
         let preview = first_string.as_ref().map(str_preview);
-        let mut state = engine.lock(py);
+        let mut state = match held {
+            Some(state) => state,
+            None => engine.lock(py),
+        };
         state.session.record_action(&Action {
             identity: hash_action(kind, args_digest),
             kind,
@@ -400,6 +428,10 @@ impl SessionEngine {
 
     /// True exactly when `get_loop_type()` is not None.
     fn is_doom_loop(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        // A loop standing since the last evaluation is found again with no new episode.
+        if slf.get().loop_stands.load(Ordering::SeqCst) {
+            return Ok(true);
+        }
         Ok(Self::observe(slf)?.is_some())
     }
 

@@ -133,6 +133,11 @@ impl RecentNames {
 
     /// [`RecentNames::push`] with the name made by `name` only when it is not known yet.
     pub fn push_with<S: AsRef<str>>(&mut self, digest: u64, name: impl FnOnce() -> S) {
+        if self.digests.back(0) == Some(&digest) {
+            // The newest item's name is known (live names are never forgotten).
+            self.digests.push(digest);
+            return;
+        }
         let limit = 2 * self.digests.capacity() + 4;
         let digests = &self.digests;
         self.names

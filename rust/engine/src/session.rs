@@ -92,6 +92,15 @@ impl Finding {
         }
     }
 
+    /// Whether the finding holds whatever the time: an action rule, checked before the time
+    /// limit (see [`Session::finding_at`]), so it stands until the state changes.
+    pub fn is_timeless(self) -> bool {
+        !matches!(
+            self,
+            Finding::ResourceExhaustion | Finding::RepeatedOutput | Finding::RepeatedResponse
+        )
+    }
+
     /// The rule's name (`DoomLoopEvent.metadata["rule"]`, and docs/session.md's table).
     pub fn rule(self) -> &'static str {
         match self {
