@@ -211,7 +211,9 @@ impl DictSnapshot {
 /// Whether `item` is of an exact immutable built-in scalar type (a str of at most
 /// `longest_str` code points): the same object then always has the same digest.
 pub fn is_immutable_scalar(item: &Bound<'_, PyAny>, longest_str: usize) -> bool {
-    if let Ok(string) = item.cast_exact::<PyString>() {
+    if item.is_exact_instance_of::<PyString>() {
+        // SAFETY: `item` is an exact str (checked just above).
+        let string = unsafe { item.cast_unchecked::<PyString>() };
         return longest_str == usize::MAX || str_length(string).is_ok_and(|length| length <= longest_str);
     }
     item.is_none()
