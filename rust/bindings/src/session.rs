@@ -39,7 +39,9 @@ const MEMO_LONGEST_STR: usize = 256;
 struct InputMemo {
     action_type: Option<(Py<PyString>, u64)>,
     result: Option<(Py<PyAny>, u64)>,
-    args: Option<DictSnapshot>,
+    /// Boxed: only a config whose rules do not sketch arguments fills it, and a gateway keeps
+    /// many detectors of the recommended profile.
+    args: Option<Box<DictSnapshot>>,
 }
 
 impl InputMemo {
@@ -57,7 +59,7 @@ impl InputMemo {
         self.args
             .as_ref()
             .filter(|kept| kept.matches(args))
-            .map(DictSnapshot::digest)
+            .map(|kept| kept.digest())
     }
 }
 
@@ -374,8 +376,12 @@ impl SessionEngine {
         if known_result.is_none() && is_immutable_scalar(result, MEMO_LONGEST_STR) {
             state.memo.result = Some((result.clone().unbind(), result_digest));
         }
-        if args_snapshot.is_some() {
-            state.memo.args = args_snapshot;
+        if let Some(snapshot) = args_snapshot {
+            // The box is reused: fresh arguments on every call allocate no more than before.
+            match &mut state.memo.args {
+                Some(kept) => **kept = snapshot,
+                None => state.memo.args = Some(Box::new(snapshot)),
+            }
         }
         if engine.clock.is_some() {
             // A Python clock is called with the lock released.
