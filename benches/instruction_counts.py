@@ -32,6 +32,15 @@ SCENARIOS = {
         "args = {'path': 'a.py', 'line': 3}",
         "rec('read', args, 'ok', True); chk()",
     ),
+    "session_recommended": (
+        "record_action + is_doom_loop under DoomLoopConfig.recommended()",
+        1,
+        20_000,
+        "d = doomloop.DoomLoopDetector(doomloop.DoomLoopConfig.recommended()); d.start_session()\n"
+        "rec, chk = d.record_action, d.is_doom_loop\n"
+        "args = {'path': 'a.py', 'line': 3}",
+        "rec('read', args, 'ok', True); chk()",
+    ),
     "tool": (
         "before_tool_call + after_tool_call (1,000 distinct params, no loop)",
         1,

@@ -370,7 +370,7 @@ fuzz_target!(|input: (Config, Vec<Op>)| {
                 let identity = kind * 8 + arguments as u64;
                 let text = ARGUMENTS[arguments];
                 let sketch = sketch_text(SKETCH_ROOT, text.as_bytes());
-                session.note_action_type(kind, "tool");
+                session.note_action_type(kind, || "tool");
                 session.record_action(&Action {
                     identity,
                     kind,

@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 
 from . import _log
-from ._core import SessionEngine, snapshot_settings
+from ._core import SessionEngine
+from ._snapshots import Snapshots
 from .enums import DoomLoopType, RecoveryAction
 from .events import LoopEvent, checked_callback, log_extra
 from .session_config import DoomLoopConfig
@@ -24,11 +25,9 @@ _DEFAULT_CONFIG = DoomLoopConfig()
 TYPE_CHECKING = False
 
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Optional, Tuple
+    from typing import Any, Callable, Dict, List, Optional
 
     from .events import EventCallback
-
-_RUNTIME_OPTIONS = frozenset({"clock", "on_event", "session_key"})
 
 # The engine names loop types and rungs by their enum values.
 _LOOP_TYPES = {member.value: member for member in DoomLoopType}
@@ -88,7 +87,7 @@ def _episode(detector: DoomLoopDetector, loop_type: str, description: str, actio
         detector.on_event(LoopEvent("session", loop_type, "critical", actions, description, session_key=detector.session_key))
 
 
-class DoomLoopDetector(SessionEngine):
+class DoomLoopDetector(Snapshots, SessionEngine):
     """Watches a session's actions and progress markers for doom loops.
 
     Thread-safe: one detector may be shared by many threads; every update happens under
@@ -105,7 +104,15 @@ class DoomLoopDetector(SessionEngine):
             as the structured ``extra`` field ``session_key``, by its log records.
 
     Each loop episode is logged once (a warning under the ``doomloop`` logger).
+
+    :meth:`to_bytes` saves the state and config (the session clock as the time elapsed) and
+    :meth:`from_bytes` restores it, its session clock continuing from the elapsed time saved;
+    its ``options`` are ``clock``, ``on_event`` and ``session_key`` (a snapshot does not carry
+    them). ``copy``, ``deepcopy`` and ``pickle`` go through them and carry the options along.
     """
+
+    _SNAPSHOT_CONFIG = DoomLoopConfig
+    _SNAPSHOT_OPTIONS = frozenset({"clock", "on_event", "session_key"})
 
     config: DoomLoopConfig
     on_event: Optional[EventCallback]
@@ -134,32 +141,8 @@ class DoomLoopDetector(SessionEngine):
         self._clock = clock
         return self
 
-    @classmethod
-    def from_bytes(cls, data: bytes, **options: Any) -> DoomLoopDetector:
-        """The detector a :meth:`to_bytes` snapshot saved: same config, same state (its
-        session clock continues from the elapsed time saved), so it answers every
-        continuation as the original would. ``options`` are ``clock``, ``on_event`` and
-        ``session_key`` (a snapshot does not carry them). Raises
-        :class:`~doomloop.SnapshotError` naming what is wrong with ``data``."""
-        unknown = set(options) - _RUNTIME_OPTIONS
-        if unknown:
-            raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
-        config = DoomLoopConfig(*snapshot_settings("DoomLoopConfig", data))
-        self = cls(config, **options)
-        self._restore(data)
-        return self
-
     def _options(self) -> Dict[str, Any]:
         return {"clock": self._clock, "on_event": self.on_event, "session_key": self.session_key}
-
-    def __reduce__(self) -> Tuple[Any, ...]:
-        return (_restored, (type(self), self.to_bytes(), self._options()))
-
-    def __copy__(self) -> DoomLoopDetector:
-        return _restored(type(self), self.to_bytes(), self._options())
-
-    def __deepcopy__(self, memo: Dict[int, Any]) -> DoomLoopDetector:
-        return self.__copy__()
 
     def get_loop_type(self) -> Optional[DoomLoopType]:
         """The loop found now (checks in the documented precedence), or None."""
@@ -200,8 +183,3 @@ class DoomLoopDetector(SessionEngine):
         delay = self._next_backoff()
         await asyncio.sleep(delay)
         return delay
-
-
-def _restored(cls: type[DoomLoopDetector], data: bytes, options: Dict[str, Any]) -> DoomLoopDetector:
-    # Module-level, so pickle can name it.
-    return cls.from_bytes(data, **options)

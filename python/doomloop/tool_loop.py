@@ -10,7 +10,7 @@ The verdict types (:class:`LoopVerdict`, :class:`ToolCallDecision`, :class:`Tool
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
 
 from . import _log
 from ._core import (
@@ -21,9 +21,9 @@ from ._core import (
     ToolCallDecision,
     ToolLoopEngine,
     ToolOutcome,
-    snapshot_settings,
     tool_result_hash,
 )
+from ._snapshots import Snapshots
 from .events import LoopEvent, checked_callback, log_extra
 from .tool_loop_config import LoopDetectionConfig
 
@@ -43,7 +43,6 @@ __all__ = [
 
 _CONFIG_FIELDS = frozenset(LoopDetectionConfig.__slots__)
 _EXTENSIONS = frozenset({"tool_aliases", "known_poll_tools", "volatile_keys", "normalisers", "send_like"})
-_RUNTIME_OPTIONS = frozenset({"raise_on_compaction_loop", "on_event", "session_key"})
 # Configs are immutable: every default detector shares one.
 _DEFAULT_CONFIG = LoopDetectionConfig()
 
@@ -124,7 +123,7 @@ def _compaction_loop(detector: ToolLoopDetector, outcome: ToolOutcome, run_id: O
         CompactionLoopPersisted.raise_for(outcome)
 
 
-class ToolLoopDetector(ToolLoopEngine):
+class ToolLoopDetector(Snapshots, ToolLoopEngine):
     """Loop detection for one agent session's tool calls, plus the post-compaction guard.
 
     Wire it around every tool call::
@@ -166,7 +165,13 @@ class ToolLoopDetector(ToolLoopEngine):
     :meth:`to_bytes` saves the state and config (not the extension points, which may be
     callables) and :meth:`from_bytes` restores it; ``copy``, ``deepcopy`` and ``pickle`` go
     through them and carry the extension points along (pickling needs them picklable).
+    The ``options`` of :meth:`from_bytes` are the constructor's keyword options other than
+    config fields (the extension points, ``on_event``, ``session_key``,
+    ``raise_on_compaction_loop``).
     """
+
+    _SNAPSHOT_CONFIG = LoopDetectionConfig
+    _SNAPSHOT_OPTIONS = _EXTENSIONS | frozenset({"raise_on_compaction_loop", "on_event", "session_key"})
 
     __slots__ = ("_extensions", "config", "on_event", "raise_on_compaction_loop", "session_key")
 
@@ -221,21 +226,6 @@ class ToolLoopDetector(ToolLoopEngine):
         self._extensions = extensions
         return self
 
-    @classmethod
-    def from_bytes(cls, data: bytes, **options: Any) -> ToolLoopDetector:
-        """The detector a :meth:`to_bytes` snapshot saved: same config, same state, so it
-        answers every continuation as the original would. ``options`` are the constructor's
-        keyword options other than config fields (the extension points, ``on_event``,
-        ``session_key``, ``raise_on_compaction_loop``), which a snapshot does not carry.
-        Raises :class:`~doomloop.SnapshotError` naming what is wrong with ``data``."""
-        unknown = set(options) - _EXTENSIONS - _RUNTIME_OPTIONS
-        if unknown:
-            raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
-        config = LoopDetectionConfig(*snapshot_settings("LoopDetectionConfig", data))
-        self = cls(config, **options)
-        self._restore(data)
-        return self
-
     def _options(self) -> Dict[str, Any]:
         return {
             **self._extensions,
@@ -243,15 +233,6 @@ class ToolLoopDetector(ToolLoopEngine):
             "on_event": self.on_event,
             "session_key": self.session_key,
         }
-
-    def __reduce__(self) -> Tuple[Any, ...]:
-        return (_restored, (type(self), self.to_bytes(), self._options()))
-
-    def __copy__(self) -> ToolLoopDetector:
-        return _restored(type(self), self.to_bytes(), self._options())
-
-    def __deepcopy__(self, memo: Dict[int, Any]) -> ToolLoopDetector:
-        return self.__copy__()
 
     @classmethod
     def from_openclaw(cls, cfg: Optional[Mapping[str, Any]], agent_id: Optional[str] = None, **options: Any) -> ToolLoopDetector:
@@ -275,11 +256,6 @@ class ToolLoopDetector(ToolLoopEngine):
 
     def __sizeof__(self) -> int:
         return object.__sizeof__(self) + self._state_size()
-
-
-def _restored(cls: type[ToolLoopDetector], data: bytes, options: Dict[str, Any]) -> ToolLoopDetector:
-    # Module-level, so pickle can name it.
-    return cls.from_bytes(data, **options)
 
 
 class PostCompactionGuard(GuardEngine):

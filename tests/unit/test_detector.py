@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import threading
 import tracemalloc
 from typing import Any
@@ -280,6 +281,59 @@ def test_threads_lose_no_update() -> None:
     assert stats["total_actions"] == threads_n * per_thread
     assert stats["successful_actions"] == threads_n * per_thread // 2
     assert stats["progress_markers"] == threads_n * per_thread // 100
+
+
+@pytest.mark.parametrize("profile", ["default", "recommended"])
+@pytest.mark.parametrize("seed", range(6))
+def test_the_default_clock_answers_as_a_clock_read_on_every_check(profile: str, seed: int) -> None:
+    # With the default clock the time is read only when a check needs it, the inputs of the
+    # newest action are remembered by identity and a standing loop is answered without the
+    # lock: a twin whose clock is called on every check (and never reaches the time limit)
+    # must see the same loops, episodes and descriptions after every call.
+    rng = random.Random(seed)
+    config = DoomLoopConfig.recommended() if profile == "recommended" else DoomLoopConfig()
+    events: dict[str, list[str]] = {"lazy": [], "read": []}
+    lazy = DoomLoopDetector(config, on_event=lambda e: events["lazy"].append(e.message))
+    read = DoomLoopDetector(config, clock=lambda: 0.0, on_event=lambda e: events["read"].append(e.message))
+    # Shared objects, so the same objects come back (the memo's case) as well as equal ones.
+    types = ["read", "bash", "edit"]
+    args = [{"path": "a.py", "line": 3}, {"path": "b.py"}, {"cmd": ["ls", "-l"]}, None]
+    results = ["ok", "", 0, None, {"exit": 1}]
+    for detector in (lazy, read):
+        detector.start_session()
+    for _ in range(400):
+        op = rng.random()
+        if op < 0.75:
+            call = (rng.choice(types), rng.choice(args), rng.choice(results), rng.random() < 0.7)
+            if rng.random() < 0.2:  # equal but fresh objects
+                call = (call[0] + "", dict(call[1]) if call[1] else call[1], call[2], call[3])
+            if rng.random() < 0.1 and isinstance(call[1], dict):  # the same dict, mutated
+                call[1]["line"] = rng.randrange(3)
+            for detector in (lazy, read):
+                detector.record_action(*call)
+        elif op < 0.82:
+            for detector in (lazy, read):
+                detector.mark_progress("p")
+        elif op < 0.88:
+            plan = rng.choice(["plan a", "plan b"])
+            for detector in (lazy, read):
+                detector.record_plan(plan)
+        elif op < 0.96:
+            text = rng.choice(["Same answer again.", "", "Now let me run the test again:"])
+            for detector in (lazy, read):
+                detector.record_response(text)
+        else:
+            for detector in (lazy, read):
+                detector.start_session()
+        assert lazy.is_doom_loop() == read.is_doom_loop()
+        assert lazy.is_doom_loop() == read.is_doom_loop()
+        assert lazy.get_loop_type() == read.get_loop_type()
+        lazy_event, read_event = lazy.get_loop_event(), read.get_loop_event()
+        assert (lazy_event is None) == (read_event is None)
+        if lazy_event is not None and read_event is not None:
+            assert lazy_event.description == read_event.description
+        assert lazy.get_stats()["loop_events"] == read.get_stats()["loop_events"]
+    assert events["lazy"] == events["read"]
 
 
 # --- bad input ------------------------------------------------------------------------

@@ -158,9 +158,10 @@ pub struct DictSnapshot {
 
 impl DictSnapshot {
     /// Snapshot and hash `value`; `None` unless it is an exact dict of at most
-    /// [`fp::SMALL_MAP_ENTRIES`] entries whose keys and values are all exact built-in scalars.
-    /// The digest is the one [`fingerprint`] gives for the same content.
-    pub fn take(value: &Bound<'_, PyAny>) -> Option<DictSnapshot> {
+    /// [`fp::SMALL_MAP_ENTRIES`] entries whose keys and values are all exact built-in scalars
+    /// (strs of at most `longest_str` code points: a snapshot keeps them alive). The digest is
+    /// the one [`fingerprint`] gives for the same content.
+    pub fn take(value: &Bound<'_, PyAny>, longest_str: usize) -> Option<DictSnapshot> {
         if !value.is_exact_instance_of::<PyDict>() || dict_len(value) > fp::SMALL_MAP_ENTRIES {
             return None;
         }
@@ -171,7 +172,7 @@ impl DictSnapshot {
             // SAFETY: both pointers are non-null and borrowed from the live dict `value`; they
             // are turned into owned references at once.
             let (k, v) = unsafe { (Bound::from_borrowed_ptr(py, k), Bound::from_borrowed_ptr(py, v)) };
-            if !is_immutable_scalar(&k) || !is_immutable_scalar(&v) {
+            if !is_immutable_scalar(&k, longest_str) || !is_immutable_scalar(&v, longest_str) {
                 return None;
             }
             entries.push((k.unbind(), v.unbind()));
@@ -207,9 +208,15 @@ impl DictSnapshot {
     }
 }
 
-fn is_immutable_scalar(item: &Bound<'_, PyAny>) -> bool {
+/// Whether `item` is of an exact immutable built-in scalar type (a str of at most
+/// `longest_str` code points): the same object then always has the same digest.
+pub fn is_immutable_scalar(item: &Bound<'_, PyAny>, longest_str: usize) -> bool {
+    if item.is_exact_instance_of::<PyString>() {
+        // SAFETY: `item` is an exact str (checked just above).
+        let string = unsafe { item.cast_unchecked::<PyString>() };
+        return longest_str == usize::MAX || str_length(string).is_ok_and(|length| length <= longest_str);
+    }
     item.is_none()
-        || item.is_exact_instance_of::<PyString>()
         || item.is_exact_instance_of::<PyInt>()
         || item.is_exact_instance_of::<PyFloat>()
         || item.is_exact_instance_of::<PyBool>()

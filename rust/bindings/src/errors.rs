@@ -4,7 +4,7 @@
 
 use doomloop_engine::settings::SettingError;
 use doomloop_engine::snapshot::SnapshotError;
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
@@ -56,4 +56,20 @@ pub fn snapshot_bytes(data: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
         "a snapshot must be bytes, bytearray or memoryview, got {}",
         crate::tool_results::type_name(data)
     )))
+}
+
+/// The state a snapshot argument holds, for a detector's `_restore`: `read` builds it from the
+/// snapshot's bytes, and `same_settings` says whether it was made under the detector's own
+/// settings. Nothing is replaced here, so on any error the detector is left as it was.
+pub fn restored_state<T>(
+    data: &Bound<'_, PyAny>,
+    read: impl FnOnce(&[u8]) -> PyResult<T>,
+    same_settings: impl FnOnce(&T) -> bool,
+) -> PyResult<T> {
+    let data = snapshot_bytes(data)?;
+    let restored = read(&data)?;
+    if !same_settings(&restored) {
+        return Err(PyValueError::new_err("the snapshot's settings are not this detector's"));
+    }
+    Ok(restored)
 }

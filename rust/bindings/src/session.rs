@@ -5,6 +5,7 @@
 //! episode hook) is only ever called with the lock released: a thread blocked on the lock
 //! while holding the GIL could otherwise deadlock with the holder waiting for the GIL.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -16,15 +17,78 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
-use crate::canonical::{fingerprint, fingerprint_and_sketch, fingerprint_str, is_huge_negative, str_preview};
+use crate::canonical::{
+    fingerprint, fingerprint_and_sketch, fingerprint_str, is_huge_negative, is_immutable_scalar, str_preview,
+    DictSnapshot,
+};
 use crate::chant::{lock, scan_text};
-use crate::errors::{snapshot_bytes, snapshot_error};
+use crate::errors::{restored_state, snapshot_error};
 use crate::settings::checked;
 use crate::tool_results::type_name;
 
+/// Strs longer than this (in code points) are not kept by the input memo (it would keep them
+/// alive as long as the detector).
+const MEMO_LONGEST_STR: usize = 256;
+
+/// The newest action's inputs, held by strong reference with their digests, so that an action
+/// passing the very same objects again (one constant action type, result or arguments dict in
+/// a loop) is not hashed again. Only objects of exact immutable built-in types are kept (a
+/// dict by its entries, see [`DictSnapshot`]): the same object then has the same content, so
+/// the digest remembered is the one hashing would give.
+#[derive(Default)]
+struct InputMemo {
+    action_type: Option<(Py<PyString>, u64)>,
+    result: Option<(Py<PyAny>, u64)>,
+    /// Boxed: only a config whose rules do not sketch arguments fills it, and a gateway keeps
+    /// many detectors of the recommended profile.
+    args: Option<Box<DictSnapshot>>,
+}
+
+impl InputMemo {
+    fn action_type(&self, action_type: &Bound<'_, PyString>) -> Option<u64> {
+        let (kept, digest) = self.action_type.as_ref()?;
+        (kept.as_ptr() == action_type.as_ptr()).then_some(*digest)
+    }
+
+    fn result(&self, result: &Bound<'_, PyAny>) -> Option<u64> {
+        let (kept, digest) = self.result.as_ref()?;
+        (kept.as_ptr() == result.as_ptr()).then_some(*digest)
+    }
+
+    fn args(&self, args: &Bound<'_, PyAny>) -> Option<u64> {
+        self.args
+            .as_ref()
+            .filter(|kept| kept.matches(args))
+            .map(|kept| kept.digest())
+    }
+}
+
+/// What the lock guards: the session, and the memo of the inputs its newest action came from.
+struct State {
+    session: Session,
+    memo: InputMemo,
+}
+
+impl std::ops::Deref for State {
+    type Target = Session;
+
+    fn deref(&self) -> &Session {
+        &self.session
+    }
+}
+
+impl std::ops::DerefMut for State {
+    fn deref_mut(&mut self) -> &mut Session {
+        &mut self.session
+    }
+}
+
+/// A new loop episode, as handed to `on_episode`: loop type, description, actions recorded.
+type Episode = (&'static str, String, u64);
+
 #[pyclass(module = "doomloop._core", subclass, frozen)]
 pub struct SessionEngine {
-    state: Mutex<Session>,
+    state: Mutex<State>,
     /// The checked settings it was built from (what a snapshot saves; shared with every
     /// detector built from equal values).
     settings: Arc<[Value]>,
@@ -35,6 +99,10 @@ pub struct SessionEngine {
     /// and keep its first string argument.
     compares_arguments: bool,
     names_actions: bool,
+    /// Set by an evaluation that found a loop standing whatever the time (with the default
+    /// clock, which is not called when no check needs it), cleared whenever the lock is
+    /// taken: while set, the state is unchanged, so `is_doom_loop` answers without the lock.
+    loop_stands: AtomicBool,
 }
 
 pub(crate) fn monotonic_seconds() -> f64 {
@@ -50,8 +118,43 @@ fn empty_mapping_digest() -> u64 {
 
 impl SessionEngine {
     #[inline]
-    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, Session> {
-        lock(py, &self.state)
+    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, State> {
+        let state = lock(py, &self.state);
+        self.loop_stands.store(false, Ordering::SeqCst);
+        state
+    }
+
+    /// The time to evaluate at, read with the lock released: a Python clock is called now,
+    /// the default clock is left for [`SessionEngine::evaluate`] to read if a check needs it.
+    fn reading(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        match self.clock {
+            Some(_) => self.now(py).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Evaluate under the lock at `reading` (see [`SessionEngine::reading`]) and count a new
+    /// episode; returns the finding and, when `on_episode` is to hear of it, the episode.
+    #[inline(always)]
+    fn evaluate(&self, state: &mut Session, reading: Option<f64>) -> (Option<Finding>, Option<Episode>) {
+        let (finding, new_episode) = state.observe_at(|| reading.unwrap_or_else(monotonic_seconds));
+        if self.clock.is_none() && finding.is_some_and(Finding::is_timeless) {
+            self.loop_stands.store(true, Ordering::SeqCst);
+        }
+        let episode = match (new_episode, finding, &self.on_episode) {
+            (true, Some(finding), Some(_)) => Some(episode(state, finding)),
+            _ => None,
+        };
+        (finding, episode)
+    }
+
+    /// Hand a new episode to `on_episode` (the lock released).
+    #[inline(always)]
+    fn report(slf: &Bound<'_, Self>, finding: Option<Finding>, episode: Option<Episode>) -> PyResult<Option<Finding>> {
+        if let (Some((loop_type, description, actions)), Some(on_episode)) = (episode, &slf.get().on_episode) {
+            on_episode.call1(slf.py(), (slf, loop_type, description, actions))?;
+        }
+        Ok(finding)
     }
 
     fn now(&self, py: Python<'_>) -> PyResult<f64> {
@@ -69,7 +172,10 @@ impl SessionEngine {
     /// released), then re-run the checks.
     fn record_output(slf: &Bound<'_, Self>, text: &Bound<'_, PyAny>, whole: bool) -> PyResult<()> {
         let name = if whole { "text" } else { "chunk" };
+        let loop_stands = &slf.get().loop_stands;
         scan_text(text, name, &slf.get().state, |state, input, piece| {
+            // The scan takes the lock itself (not through `lock`).
+            loop_stands.store(false, Ordering::SeqCst);
             // A whole response is framed as one streamed response, however many pieces it
             // is scanned in.
             if whole && piece.first {
@@ -87,28 +193,22 @@ impl SessionEngine {
     /// Evaluate now, count a new episode, and hand it to `on_episode` as (the detector, loop
     /// type, description, actions recorded), with the lock released.
     fn observe(slf: &Bound<'_, Self>) -> PyResult<Option<Finding>> {
-        let py = slf.py();
         let engine = slf.get();
-        let now = engine.now(py)?;
-        let (finding, episode) = {
-            let mut state = engine.lock(py);
-            let (finding, new_episode) = state.observe(now);
-            let episode = match (new_episode, finding, &engine.on_episode) {
-                (true, Some(finding), Some(_)) => Some((
-                    finding.loop_type().name(),
-                    state.describe(finding),
-                    state.stats().total_actions,
-                )),
-                _ => None,
-            };
-            (finding, episode)
-        };
-        if let (Some(episode), Some(on_episode)) = (episode, &engine.on_episode) {
-            let (loop_type, description, actions) = episode;
-            on_episode.call1(py, (slf, loop_type, description, actions))?;
-        }
-        Ok(finding)
+        let reading = engine.reading(slf.py())?;
+        let (finding, episode) = engine.evaluate(&mut engine.lock(slf.py()).session, reading);
+        Self::report(slf, finding, episode)
     }
+}
+
+/// A new episode described, for `on_episode` (once per episode: kept off the hot path).
+#[cold]
+#[inline(never)]
+fn episode(state: &Session, finding: Finding) -> Episode {
+    (
+        finding.loop_type().name(),
+        state.describe(finding),
+        state.stats().total_actions,
+    )
 }
 
 /// `record_action`'s `duration`: an int or float (not a bool) of seconds, >= 0.
@@ -161,10 +261,14 @@ impl SessionEngine {
         Ok(SessionEngine {
             compares_arguments: session_config.compares_arguments(),
             names_actions: session_config.names_actions(),
-            state: Mutex::new(Session::new(session_config)),
+            state: Mutex::new(State {
+                session: Session::new(session_config),
+                memo: InputMemo::default(),
+            }),
             settings: shared(settings),
             clock,
             on_episode: _on_episode,
+            loop_stands: AtomicBool::new(false),
         })
     }
 
@@ -200,50 +304,95 @@ impl SessionEngine {
                 return Err(PyTypeError::new_err("metadata must be a dict or None"));
             }
         }
-        let kind = fingerprint_str(action_type);
-        let result_digest = if result.is_none() {
-            hash_none()
-        } else {
-            fingerprint(result)
-        };
         let engine = slf.get();
+        let py = slf.py();
         // `args=None` is the empty mapping.
-        if !(engine.compares_arguments || engine.names_actions) || args.is_none() {
-            let args_digest = if args.is_none() {
-                empty_mapping_digest()
-            } else {
-                fingerprint(args)
-            };
-            let mut session = engine.lock(slf.py());
-            session.record_action(&Action {
-                identity: hash_action(kind, args_digest),
-                kind,
-                result: result_digest,
-                success,
-                duration,
-                arguments: &Sketch::EMPTY,
-                preview: "",
-            });
-            session.note_action_type(kind, &action_type.to_string_lossy());
+        let sketches = (engine.compares_arguments || engine.names_actions) && !args.is_none();
+        let state = engine.lock(py);
+        let known_kind = state.memo.action_type(action_type);
+        let known_result = state.memo.result(result);
+        let known_args = if args.is_none() {
+            Some(empty_mapping_digest())
+        } else if sketches {
+            None
         } else {
-            // Sketched before the lock is taken (a key's fingerprint may run Python code), in
-            // the fingerprint's pass when it can be.
-            let mut sketch = Sketch::EMPTY;
-            let (args_digest, first_string) = fingerprint_and_sketch(args, &mut sketch);
-            let preview = first_string.as_ref().map(str_preview);
-            let mut session = engine.lock(slf.py());
-            session.record_action(&Action {
-                identity: hash_action(kind, args_digest),
-                kind,
-                result: result_digest,
-                success,
-                duration,
-                arguments: &sketch,
-                preview: preview.as_deref().unwrap_or(""),
-            });
-            session.note_action_type(kind, &action_type.to_string_lossy());
+            state.memo.args(args)
+        };
+        // What the memo does not know is hashed with the lock released (a key's fingerprint
+        // may run Python code), the sketch in the fingerprint's pass when it can be; when it
+        // knows everything, the action is recorded under the lock it was looked up under.
+        let held = if known_kind.is_none() || known_result.is_none() || known_args.is_none() {
+            drop(state);
+            None
+        } else {
+            Some(state)
+        };
+        let kind = known_kind.unwrap_or_else(|| fingerprint_str(action_type));
+        let result_digest = known_result.unwrap_or_else(|| {
+            if result.is_none() {
+                hash_none()
+            } else {
+                fingerprint(result)
+            }
+        });
+        // Only a config whose rules compare arguments pays for a sketch (it is large to fill).
+        let mut sketch = None;
+        let mut first_string = None;
+        let mut args_snapshot = None;
+        let args_digest = match known_args {
+            Some(digest) => digest,
+            None if sketches => {
+                let (digest, first) = fingerprint_and_sketch(args, sketch.insert(Sketch::EMPTY));
+                first_string = first;
+                digest
+            }
+            None => match DictSnapshot::take(args, MEMO_LONGEST_STR) {
+                Some(snapshot) => {
+                    let digest = snapshot.digest();
+                    args_snapshot = Some(snapshot);
+                    digest
+                }
+                None => fingerprint(args),
+            },
+        };
+        let preview = first_string.as_ref().map(str_preview);
+        let mut state = match held {
+            Some(state) => state,
+            None => engine.lock(py),
+        };
+        state.session.record_action(&Action {
+            identity: hash_action(kind, args_digest),
+            kind,
+            result: result_digest,
+            success,
+            duration,
+            arguments: sketch.as_ref().unwrap_or(&Sketch::EMPTY),
+            preview: preview.as_deref().unwrap_or(""),
+        });
+        state.session.note_action_type(kind, || action_type.to_string_lossy());
+        // Dropping what the memo held runs no Python code (exact built-in scalars only).
+        if known_kind.is_none() && is_immutable_scalar(action_type, MEMO_LONGEST_STR) {
+            state.memo.action_type = Some((action_type.clone().unbind(), kind));
         }
-        Self::observe(slf)?;
+        if known_result.is_none() && is_immutable_scalar(result, MEMO_LONGEST_STR) {
+            state.memo.result = Some((result.clone().unbind(), result_digest));
+        }
+        if let Some(snapshot) = args_snapshot {
+            // The box is reused: fresh arguments on every call allocate no more than before.
+            match &mut state.memo.args {
+                Some(kept) => **kept = snapshot,
+                None => state.memo.args = Some(Box::new(snapshot)),
+            }
+        }
+        if engine.clock.is_some() {
+            // A Python clock is called with the lock released.
+            drop(state);
+            Self::observe(slf)?;
+        } else {
+            let (finding, episode) = engine.evaluate(&mut state.session, None);
+            drop(state);
+            Self::report(slf, finding, episode)?;
+        }
         Ok(())
     }
 
@@ -286,6 +435,10 @@ impl SessionEngine {
 
     /// True exactly when `get_loop_type()` is not None.
     fn is_doom_loop(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        // A loop standing since the last evaluation is found again with no new episode.
+        if slf.get().loop_stands.load(Ordering::SeqCst) {
+            return Ok(true);
+        }
         Ok(Self::observe(slf)?.is_some())
     }
 
@@ -372,13 +525,9 @@ impl SessionEngine {
     /// Replace the state with a snapshot's (made under the same settings); on any error the
     /// state is left as it was.
     fn _restore(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let data = snapshot_bytes(data)?;
-        let now = self.now(py)?;
-        let (restored, settings) = Session::restore(&data, now).map_err(|e| snapshot_error(py, e))?;
-        if *settings != *self.settings {
-            return Err(PyValueError::new_err("the snapshot's settings are not this detector's"));
-        }
-        *self.lock(py) = restored;
+        let read = |data: &[u8]| Session::restore(data, self.now(py)?).map_err(|e| snapshot_error(py, e));
+        let (restored, _) = restored_state(data, read, |(_, settings)| settings[..] == self.settings[..])?;
+        self.lock(py).session = restored;
         Ok(())
     }
 

@@ -15,7 +15,7 @@ use doomloop_engine::tool_loop::{
     LoopConfig, NamedSession, COMPACTION_DETECTOR,
 };
 use doomloop_engine::tool_result::{VETO_REASON, VETO_STATUS};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -23,7 +23,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::canonical::fingerprint_str;
 use crate::chant::lock;
-use crate::errors::{snapshot_bytes, snapshot_error};
+use crate::errors::{restored_state, snapshot_error};
 use crate::settings::{checked, checked_one};
 use crate::tool_results::{normalise, parse_call, type_name, Call, CallMemo, Normalised, Rules};
 
@@ -401,13 +401,10 @@ impl ToolLoopEngine {
     /// Replace the state with a snapshot's (made under the same settings); on any error the
     /// state is left as it was.
     fn _restore(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let data = snapshot_bytes(data)?;
-        let restored = NamedSession::from_snapshot(&data).map_err(|e| snapshot_error(py, e))?;
-        let mut state = self.lock(py);
-        if restored.settings() != state.settings() {
-            return Err(PyValueError::new_err("the snapshot's settings are not this detector's"));
-        }
-        *state = restored;
+        let read = |data: &[u8]| NamedSession::from_snapshot(data).map_err(|e| snapshot_error(py, e));
+        // A detector's settings never change: they need not be compared under the swap's lock.
+        let restored = restored_state(data, read, |restored| restored.settings() == self.lock(py).settings())?;
+        *self.lock(py) = restored;
         Ok(())
     }
 

@@ -272,7 +272,7 @@ pub(crate) fn parse_call<'py>(
     // `params=None` is the empty mapping.
     let (params_digest, snapshot) = match (&params, known_params) {
         (_, Some(digest)) => (digest, None),
-        (Some(params), None) => match DictSnapshot::take(params) {
+        (Some(params), None) => match DictSnapshot::take(params, usize::MAX) {
             Some(snapshot) => (snapshot.digest(), Some(snapshot)),
             None => (fingerprint(params), None),
         },

@@ -49,6 +49,18 @@ impl NameTable {
         limit: usize,
         live: impl FnOnce() -> I,
     ) {
+        self.remember_with(digest, || name, limit, live);
+    }
+
+    /// [`NameTable::remember`] with the name made by `name` only when it is not known yet
+    /// (a caller that would have to convert it first pays only for new names).
+    pub fn remember_with<I: IntoIterator<Item = u64>, S: AsRef<str>>(
+        &mut self,
+        digest: u64,
+        name: impl FnOnce() -> S,
+        limit: usize,
+        live: impl FnOnce() -> I,
+    ) {
         if self.names.iter().any(|&(known, _)| known == digest) {
             return;
         }
@@ -59,7 +71,7 @@ impl NameTable {
         }
         // Grown one name at a time: new names are rare after the first calls.
         self.names.reserve_exact(1);
-        self.names.push((digest, CompactString::new(name)));
+        self.names.push((digest, CompactString::new(name().as_ref())));
     }
 
     pub fn get(&self, digest: u64) -> Option<&str> {
@@ -117,10 +129,20 @@ impl RecentNames {
     }
 
     pub fn push(&mut self, digest: u64, name: &str) {
+        self.push_with(digest, || name);
+    }
+
+    /// [`RecentNames::push`] with the name made by `name` only when it is not known yet.
+    pub fn push_with<S: AsRef<str>>(&mut self, digest: u64, name: impl FnOnce() -> S) {
+        if self.digests.back(0) == Some(&digest) {
+            // The newest item's name is known (live names are never forgotten).
+            self.digests.push(digest);
+            return;
+        }
         let limit = 2 * self.digests.capacity() + 4;
         let digests = &self.digests;
         self.names
-            .remember(digest, name, limit, || digests.iter_newest_first().copied());
+            .remember_with(digest, name, limit, || digests.iter_newest_first().copied());
         self.digests.push(digest);
     }
 

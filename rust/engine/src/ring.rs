@@ -46,7 +46,22 @@ impl<T> Ring<T> {
         } else {
             self.items[self.next] = item;
         }
-        self.next = (self.next + 1) % self.capacity;
+        // `next < capacity`: a comparison, not a division, on every push.
+        self.next += 1;
+        if self.next == self.capacity {
+            self.next = 0;
+        }
+    }
+
+    /// Index in `items` of the item `back` places before the newest (`back < len()`): the
+    /// newest is just before `next`, the rest wrap around to the end once the buffer is full.
+    #[inline]
+    fn index_back(&self, back: usize) -> usize {
+        if back < self.next {
+            self.next - 1 - back
+        } else {
+            self.next + self.capacity - 1 - back
+        }
     }
 
     /// The item `back` places before the newest (`back(0)` is the newest).
@@ -54,9 +69,7 @@ impl<T> Ring<T> {
         if back >= self.items.len() {
             return None;
         }
-        let newest = (self.next + self.capacity - 1) % self.capacity;
-        let index = (newest + self.capacity - back) % self.capacity;
-        self.items.get(index)
+        self.items.get(self.index_back(back))
     }
 
     /// Mutable access to the item `back` places before the newest.
@@ -64,8 +77,7 @@ impl<T> Ring<T> {
         if back >= self.items.len() {
             return None;
         }
-        let newest = (self.next + self.capacity - 1) % self.capacity;
-        let index = (newest + self.capacity - back) % self.capacity;
+        let index = self.index_back(back);
         self.items.get_mut(index)
     }
 

@@ -92,6 +92,15 @@ impl Finding {
         }
     }
 
+    /// Whether the finding holds whatever the time: an action rule, checked before the time
+    /// limit (see [`Session::finding_at`]), so it stands until the state changes.
+    pub fn is_timeless(self) -> bool {
+        !matches!(
+            self,
+            Finding::ResourceExhaustion | Finding::RepeatedOutput | Finding::RepeatedResponse
+        )
+    }
+
     /// The rule's name (`DoomLoopEvent.metadata["rule"]`, and docs/session.md's table).
     pub fn rule(self) -> &'static str {
         match self {
@@ -644,8 +653,9 @@ impl Session {
     }
 
     /// Note the name of the newest action's type (`kind` is its digest), for events.
-    pub fn note_action_type(&mut self, kind: u64, name: &str) {
-        self.recent_types.push(kind, name);
+    /// `name` is called only for a name not known yet (converting it costs more than the rest).
+    pub fn note_action_type<S: AsRef<str>>(&mut self, kind: u64, name: impl FnOnce() -> S) {
+        self.recent_types.push_with(kind, name);
     }
 
     /// The chant found in the current (or last) response, if any.
@@ -840,6 +850,13 @@ impl Session {
     /// The first check that holds, in the documented precedence, at time `now`.
     #[inline]
     pub fn finding(&self, now: f64) -> Option<Finding> {
+        self.finding_at(|| now)
+    }
+
+    /// [`Session::finding`] with the time read from `now` only when a check needs it (the
+    /// time limit, reached only when no action rule holds and the session clock runs).
+    #[inline]
+    pub fn finding_at(&self, now: impl FnOnce() -> f64) -> Option<Finding> {
         let total = self.stats.total_actions;
         let c = &self.config;
         if total >= 2 {
@@ -874,7 +891,7 @@ impl Session {
                 return Some(Finding::CircularPlan);
             }
         }
-        if self.started_at.is_some_and(|start| now - start > c.max_total_time) {
+        if self.started_at.is_some_and(|start| now() - start > c.max_total_time) {
             return Some(Finding::ResourceExhaustion);
         }
         // Content chanting and repeated responses need no recorded actions.
@@ -968,7 +985,13 @@ impl Session {
     /// Evaluate at `now` and count a loop event when a new episode starts (the type changes
     /// from none, or to another type). Returns the finding and whether an episode started.
     pub fn observe(&mut self, now: f64) -> (Option<Finding>, bool) {
-        let finding = self.finding(now);
+        self.observe_at(|| now)
+    }
+
+    /// [`Session::observe`] reading the time from `now` only when a check needs it.
+    #[inline]
+    pub fn observe_at(&mut self, now: impl FnOnce() -> f64) -> (Option<Finding>, bool) {
+        let finding = self.finding_at(now);
         let loop_type = finding.map(Finding::loop_type);
         let new_episode = loop_type.is_some() && loop_type != self.last_type;
         if new_episode {
@@ -1682,7 +1705,7 @@ mod tests {
     /// One `bash` action given its command line: identity from the text, kind 1.
     fn command(s: &mut Session, line: &str, result: u64, success: bool) {
         let sketch = crate::fingerprint::sketch_text(0xc0de, line.as_bytes());
-        s.note_action_type(1, "bash");
+        s.note_action_type(1, || "bash");
         s.record_action(&Action {
             identity: crate::fingerprint::hash_str(line.as_bytes()),
             kind: 1,
