@@ -1,7 +1,6 @@
 """doomloop: catch LLM agents stuck in loops, with a Rust engine on the hot path."""
 
 from ._core import __version__ as __version__, fingerprint as fingerprint
-from .enums import DoomLoopType as DoomLoopType, RecoveryAction as RecoveryAction
 from .session import DoomLoopDetector as DoomLoopDetector, DoomLoopEvent as DoomLoopEvent
 from .session_config import DoomLoopConfig as DoomLoopConfig
 
@@ -11,6 +10,7 @@ TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from .chant import ChantDetector as ChantDetector, ChantEvent as ChantEvent, ChantingDetected as ChantingDetected
+    from .enums import DoomLoopType as DoomLoopType, RecoveryAction as RecoveryAction
     from .errors import ConfigError as ConfigError, DoomLoopError as DoomLoopError, SnapshotError as SnapshotError
     from .events import LoopEvent as LoopEvent
     from .openclaw import normalize_agent_id as normalize_agent_id, resolve_openclaw_block as resolve_openclaw_block
@@ -70,9 +70,9 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 # Imported above: the session detector needs nothing else. The rest load on first use (PEP
-# 562): those modules pull in dataclasses, logging and re, which would cost several times
-# `import doomloop` for a process that only needs the session detector.
-_EAGER = frozenset({"_core", "enums", "session", "session_config"})
+# 562): those modules pull in dataclasses, logging, re and enum, which would cost several
+# times `import doomloop` for a process that only needs the session detector.
+_EAGER = frozenset({"_core", "session", "session_config"})
 
 
 def __getattr__(name: str) -> object:

@@ -13,7 +13,6 @@ import time
 from . import _log
 from ._core import SessionEngine
 from ._snapshots import Snapshots
-from .enums import DoomLoopType, RecoveryAction
 from .events import LoopEvent, checked_callback, log_extra
 from .session_config import DoomLoopConfig
 
@@ -27,11 +26,23 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional
 
+    from .enums import DoomLoopType, RecoveryAction
     from .events import EventCallback
 
-# The engine names loop types and rungs by their enum values.
-_LOOP_TYPES = {member.value: member for member in DoomLoopType}
-_RECOVERY = {member.value: member for member in RecoveryAction}
+
+# The engine names loop types and rungs by their enum values. The enums load with the first
+# one asked for: importing `enum` costs twice the rest of `import doomloop`, and a gateway
+# that only asks `is_doom_loop()` never needs them.
+def _loop_type(value: str) -> DoomLoopType:
+    from .enums import DoomLoopType
+
+    return DoomLoopType(value)
+
+
+def _recovery(value: str) -> RecoveryAction:
+    from .enums import RecoveryAction
+
+    return RecoveryAction(value)
 
 
 class DoomLoopEvent:
@@ -147,12 +158,12 @@ class DoomLoopDetector(Snapshots, SessionEngine):
     def get_loop_type(self) -> Optional[DoomLoopType]:
         """The loop found now (checks in the documented precedence), or None."""
         name, _ = self._evaluate()
-        return None if name is None else _LOOP_TYPES[name]
+        return None if name is None else _loop_type(name)
 
     def get_recovery_action(self) -> RecoveryAction:
         """The recovery ladder's recommendation for the current state."""
         _, rung = self._evaluate()
-        return _RECOVERY[rung]
+        return _recovery(rung)
 
     def get_loop_event(self) -> Optional[DoomLoopEvent]:
         """A fresh event describing the current loop, or None when there is none. Its
@@ -162,10 +173,10 @@ class DoomLoopDetector(Snapshots, SessionEngine):
             return None
         name, description, rung, actions, attempts, rule = found
         return DoomLoopEvent(
-            loop_type=_LOOP_TYPES[name],
+            loop_type=_loop_type(name),
             description=description,
             action_history=[str(t) for t in self._recent_action_types()],
-            recovery_action=_RECOVERY[rung],
+            recovery_action=_recovery(rung),
             metadata={"action_count": actions, "recovery_attempts": attempts, "rule": rule},
         )
 

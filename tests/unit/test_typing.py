@@ -29,7 +29,7 @@ def test_import_stays_light() -> None:
         "import sys\n"
         "before = set(sys.modules)\n"
         "import doomloop\n"
-        "heavy = {'dataclasses', 'logging', 'asyncio', 'typing', 'numpy', 'doomloop.tool_loop', 'doomloop.chant'}\n"
+        "heavy = {'dataclasses', 'enum', 'logging', 'asyncio', 'typing', 'numpy', 'doomloop.tool_loop', 'doomloop.chant'}\n"
         "print(sorted(heavy & (set(sys.modules) - before)))\n"
         "doomloop.ToolLoopDetector, doomloop.ChantDetector, doomloop.guard_stream\n"
         "print('doomloop.tool_loop' in sys.modules, 'doomloop.chant' in sys.modules)\n"
