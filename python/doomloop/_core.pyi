@@ -303,7 +303,15 @@ class RegistryEngine:
     keys to sessions, idle TTL and least-recently-used eviction, and the tool-call hooks."""
 
     def __new__(cls, *_args: Any, **_kwargs: Any) -> Self: ...
-    def _configure(self, *, ttl: float, max_sessions: int, clock: Optional[Callable[[], float]], shared: bool) -> None: ...
+    def _configure(
+        self,
+        *,
+        ttl: float,
+        max_sessions: int,
+        clock: Optional[Callable[[], float]],
+        new_session: Callable[[Any, str], Any],
+        shared: Optional[tuple[Callable[..., Any], Callable[..., Any]]],
+    ) -> None: ...
     @property
     def ttl(self) -> float:
         """Seconds a session may stay idle before it is evicted."""

@@ -127,7 +127,10 @@ class SessionRegistry(RegistryEngine):
         # Checked once: a bad extension point fails here, not in the first session.
         ToolLoopDetector(tool_config, **tool_options)
         self._tool_options = tool_options
-        self._configure(ttl=ttl, max_sessions=max_sessions, clock=clock, shared=store is not None)
+        # The engine calls back into the class's own methods (a subclass's, if it has them).
+        kind = type(self)
+        shared = None if store is None else (kind._shared_before_tool_call, kind._shared_after_tool_call)
+        self._configure(ttl=ttl, max_sessions=max_sessions, clock=clock, new_session=kind._new_session, shared=shared)
 
     # --- the session map -------------------------------------------------------------------
     # The engine's `_session(key)` returns the key's `Session`: it normalises the key, reads

@@ -50,8 +50,14 @@ struct Config {
     max_sessions: usize,
     /// `None`: a monotonic clock read here.
     clock: Option<Py<PyAny>>,
-    /// With a shared store, the hooks go through the registry's Python `_shared` path.
-    shared: bool,
+    /// `callable(registry, key) -> Session`: a new session's detectors (Python code: the
+    /// registry's configs, options and event callback).
+    new_session: Py<PyAny>,
+    /// With a shared store, the tool-call hooks hand the session to these callables (the
+    /// registry's Python path through the store), `(registry, session, tool, params, run_id,
+    /// tool_call_id)` and `(registry, session, tool, params, result, error, run_id,
+    /// tool_call_id)`.
+    shared: Option<(Py<PyAny>, Py<PyAny>)>,
 }
 
 #[pyclass(module = "doomloop._core", subclass, frozen)]
@@ -70,6 +76,14 @@ impl RegistryEngine {
         self.config
             .get()
             .ok_or_else(|| PyRuntimeError::new_err("the registry is not configured (its __init__ did not run)"))
+    }
+
+    /// The tool-call hooks' path through the shared store (only asked for with one).
+    fn shared_hooks(&self) -> PyResult<&(Py<PyAny>, Py<PyAny>)> {
+        self.config()?
+            .shared
+            .as_ref()
+            .ok_or_else(|| PyRuntimeError::new_err("the registry has no shared store"))
     }
 
     fn now(py: Python<'_>, config: &Config) -> PyResult<f64> {
@@ -121,8 +135,8 @@ impl RegistryEngine {
         let py = slf.py();
         // Built with the lock released (it runs Python code); a thread that loses the race to
         // create the same session drops its own.
-        let session = slf.call_method1(intern!(py, "_new_session"), (&name,))?;
-        let tool = if config.shared {
+        let session = config.new_session.bind(py).call1((slf, &name))?;
+        let tool = if config.shared.is_some() {
             None
         } else {
             Some(
@@ -222,14 +236,22 @@ impl RegistryEngine {
         }
     }
 
-    /// Set the TTL, the maximum, the clock (`None`: monotonic) and whether a shared store
-    /// serves the hooks; once.
-    #[pyo3(signature = (*, ttl, max_sessions, clock, shared))]
-    fn _configure(&self, ttl: f64, max_sessions: usize, clock: Option<Py<PyAny>>, shared: bool) -> PyResult<()> {
+    /// Set the TTL, the maximum, the clock (`None`: monotonic), what builds a session and,
+    /// with a shared store, the two tool-call hooks' path through it (see `Config`); once.
+    #[pyo3(signature = (*, ttl, max_sessions, clock, new_session, shared))]
+    fn _configure(
+        &self,
+        ttl: f64,
+        max_sessions: usize,
+        clock: Option<Py<PyAny>>,
+        new_session: Py<PyAny>,
+        shared: Option<(Py<PyAny>, Py<PyAny>)>,
+    ) -> PyResult<()> {
         let config = Config {
             ttl,
             max_sessions,
             clock,
+            new_session,
             shared,
         };
         self.config
@@ -335,12 +357,10 @@ impl RegistryEngine {
                     ToolLoopEngine::before_tool_call(detector.bind(py), tool, params, run_id, tool_call_id)?;
                 Ok(decision.into_any())
             }
-            (session, None) => Ok(slf
-                .call_method1(
-                    intern!(py, "_shared_before_tool_call"),
-                    (session, tool, params, run_id, tool_call_id),
-                )?
-                .unbind()),
+            (session, None) => {
+                let before = &slf.get().shared_hooks()?.0;
+                Ok(before.call1(py, (slf, session, tool, params, run_id, tool_call_id))?)
+            }
         }
     }
 
@@ -371,12 +391,10 @@ impl RegistryEngine {
                 )?;
                 Ok(outcome.into_any())
             }
-            (session, None) => Ok(slf
-                .call_method1(
-                    intern!(py, "_shared_after_tool_call"),
-                    (session, tool, params, result, error, run_id, tool_call_id),
-                )?
-                .unbind()),
+            (session, None) => {
+                let after = &slf.get().shared_hooks()?.1;
+                Ok(after.call1(py, (slf, session, tool, params, result, error, run_id, tool_call_id))?)
+            }
         }
     }
 
@@ -389,8 +407,13 @@ impl RegistryEngine {
                 visit.call(&entry.tool)?;
             }
         }
-        if let Some(clock) = self.config.get().and_then(|c| c.clock.as_ref()) {
-            visit.call(clock)?;
+        if let Some(config) = self.config.get() {
+            visit.call(&config.clock)?;
+            visit.call(&config.new_session)?;
+            if let Some((before, after)) = &config.shared {
+                visit.call(before)?;
+                visit.call(after)?;
+            }
         }
         Ok(())
     }
