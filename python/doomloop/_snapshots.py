@@ -3,9 +3,11 @@
 
 A detector class mixes :class:`Snapshots` in before its engine and supplies what differs:
 ``_SNAPSHOT_CONFIG``, the config class a snapshot carries the settings of (its name is the
-kind ``snapshot_settings`` checks), ``_SNAPSHOT_OPTIONS``, the keyword options a snapshot does
-not carry (runtime callables, extension points), and ``_options()``, their current values.
-The engine supplies ``to_bytes()`` and ``_restore(data)``.
+kind ``snapshot_settings`` checks), or instead ``_SNAPSHOT_KIND`` and its own
+``_from_settings`` for a detector whose settings are its keyword arguments;
+``_SNAPSHOT_OPTIONS``, the keyword options a snapshot does not carry (runtime callables,
+extension points), and ``_options()``, their current values. The engine supplies
+``to_bytes()`` and ``_restore(data)``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ class Snapshots:
         _SNAPSHOT_CONFIG: ClassVar[Any]
         _SNAPSHOT_OPTIONS: ClassVar[FrozenSet[str]]
 
-        def __init__(self, config: Any, **options: Any) -> None: ...
         def to_bytes(self) -> bytes: ...
         def _restore(self, data: Union[bytes, bytearray, memoryview]) -> None: ...
         def _options(self) -> Dict[str, Any]: ...
@@ -44,11 +45,19 @@ class Snapshots:
         unknown = set(options) - cls._SNAPSHOT_OPTIONS
         if unknown:
             raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
-        config_class = cls._SNAPSHOT_CONFIG
-        config = config_class(*snapshot_settings(config_class.__name__, data))
-        self = cls(config, **options)
+        self = cls._from_settings(snapshot_settings(cls._snapshot_kind(), data), options)
         self._restore(data)
         return self
+
+    @classmethod
+    def _snapshot_kind(cls) -> str:
+        # The settings table a snapshot of this class carries (snapshot_settings checks it).
+        return str(cls._SNAPSHOT_CONFIG.__name__)
+
+    @classmethod
+    def _from_settings(cls: type[_Detector], settings: Tuple[Any, ...], options: Dict[str, Any]) -> _Detector:
+        # A detector built from a snapshot's settings, before its state is restored.
+        return cls(cls._SNAPSHOT_CONFIG(*settings), **options)  # type: ignore[call-arg]
 
     def __reduce__(self) -> Tuple[Any, ...]:
         return (_restored, (type(self), self.to_bytes(), self._options()))

@@ -41,8 +41,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Union, cast
 
 from . import _log
-from ._core import CHANT_DETACH_THRESHOLD, ChantEngine, snapshot_settings
+from ._core import CHANT_DETACH_THRESHOLD, ChantEngine
 from ._settings import defaults
+from ._snapshots import Snapshots
 from .enums import DoomLoopType
 from .events import LoopEvent, checked_callback, log_extra
 
@@ -53,7 +54,6 @@ __all__ = ["CHANT_DETACH_THRESHOLD", "ChantDetector", "ChantEvent", "ChantingDet
 
 # The engine's settings table: defaults and ranges are not restated here.
 _D = defaults("ChantDetector")
-_RUNTIME_OPTIONS = frozenset({"on_event", "session_key"})
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def _chanted(detector: ChantDetector, event: ChantEvent) -> None:
         detector.on_event(LoopEvent("chant", "chanting", "critical", event.count, message, session_key=detector.session_key))
 
 
-class ChantDetector(ChantEngine):
+class ChantDetector(Snapshots, ChantEngine):
     """Streaming detector of repeated output (REPEATED_OUTPUT), for text or token ids.
 
     Args:
@@ -183,37 +183,19 @@ class ChantDetector(ChantEngine):
         self.session_key = session_key
         return self
 
+    # Snapshots: its settings are its keyword arguments, in the engine table's order.
+    _SNAPSHOT_OPTIONS = frozenset({"on_event", "session_key"})
+
     @classmethod
-    def from_bytes(cls, data: bytes, **options: Any) -> ChantDetector:
-        """The detector a :meth:`to_bytes` snapshot saved: same options, same stream, same
-        hash key and the chant it found (not reported again), so it answers every
-        continuation as the original would. ``options`` are ``on_event`` and
-        ``session_key`` (a snapshot does not carry them). Raises
-        :class:`~doomloop.SnapshotError` naming what is wrong with ``data``."""
-        unknown = set(options) - _RUNTIME_OPTIONS
-        if unknown:
-            raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
-        settings = dict(zip(_D, snapshot_settings("ChantDetector", data), strict=True))
-        self = cls(**settings, **options)
-        self._restore(data)
-        return self
+    def _snapshot_kind(cls) -> str:
+        return "ChantDetector"
+
+    @classmethod
+    def _from_settings(cls, settings: Tuple[Any, ...], options: Dict[str, Any]) -> ChantDetector:
+        return cls(**dict(zip(_D, settings, strict=True)), **options)
 
     def _options(self) -> Dict[str, Any]:
         return {"on_event": self.on_event, "session_key": self.session_key}
 
-    def __reduce__(self) -> Tuple[Any, ...]:
-        return (_restored, (type(self), self.to_bytes(), self._options()))
-
-    def __copy__(self) -> ChantDetector:
-        return _restored(type(self), self.to_bytes(), self._options())
-
-    def __deepcopy__(self, memo: Dict[int, Any]) -> ChantDetector:
-        return self.__copy__()
-
     def __sizeof__(self) -> int:
         return object.__sizeof__(self) + self._state_size()
-
-
-def _restored(cls: type[ChantDetector], data: bytes, options: Dict[str, Any]) -> ChantDetector:
-    # Module-level, so pickle can name it.
-    return cls.from_bytes(data, **options)
