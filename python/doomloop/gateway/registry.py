@@ -134,8 +134,9 @@ class SessionRegistry(RegistryEngine):
 
     # --- the session map -------------------------------------------------------------------
     # The engine's `_session(key)` returns the key's `Session`: it normalises the key, reads
-    # the clock, finds the session (touching it) or builds one with `_new_session(name)`
-    # (lock released), sweeps idle sessions and evicts past `max_sessions`.
+    # the clock, finds the session (touching it) or builds one with the `new_session` given
+    # to `_configure`, `_new_session(name)` (lock released), sweeps idle sessions and evicts
+    # past `max_sessions`.
 
     if TYPE_CHECKING:
 
