@@ -16,7 +16,7 @@
 use arbitrary::Arbitrary;
 use doomloop_engine::chant::{Chant, ChantConfig, ChantEvent, HashKey, TextInput};
 use doomloop_fuzz::chant_model::{check_sound, guaranteed, model, Event, Planted};
-use doomloop_fuzz::{live_bytes, mix};
+use doomloop_fuzz::{check_chant_heap, live_bytes, mix};
 use libfuzzer_sys::fuzz_target;
 
 /// A lone surrogate: only the code-point form can carry it.
@@ -146,24 +146,12 @@ fuzz_target!(|input: Input| {
     let mut chant = Chant::<u32>::with_key(config, key);
     let whole = chant.feed_text(TextInput::CodePoints(&text)).map(|e| plain(&e));
     let held = live_bytes().saturating_sub(before);
-    // `heap_bytes()` counts the detector's ring, table and the event's window; `whole` holds
-    // the window again, as 8-byte keys. Nothing else stays allocated.
-    let event_bytes = whole.as_ref().map_or(0, |e| 8 * e.window.len());
-    assert_eq!(
+    check_chant_heap(
         held,
-        chant.heap_bytes() + event_bytes,
-        "heap_bytes {} is not the {held} bytes held",
-        chant.heap_bytes()
-    );
-    // At most the history and a batch, 4 bytes a code point (fewer while they fit fewer), and
-    // a table of at most 64 buckets or one per two positions, of 4 16-byte entries.
-    let ring_bound = 4 * (config.history() as usize + 256);
-    let table_bound = 16 * 4 * 64usize.max((config.max_distance() as usize + 1).next_power_of_two() / 2);
-    let window_bound = 4 * config.window as usize;
-    assert!(
-        chant.heap_bytes() <= ring_bound + table_bound + window_bound,
-        "{}",
-        chant.heap_bytes()
+        chant.heap_bytes(),
+        whole.as_ref().map_or(0, |e| e.window.len()),
+        &config,
+        4,
     );
     check_latched(&chant, &whole, n);
     if whole.is_some() {

@@ -5,6 +5,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use doomloop_engine::chant::ChantConfig;
+
 /// The system allocator, counting the bytes currently allocated.
 pub struct Counting;
 
@@ -63,6 +65,23 @@ pub fn mix(seed: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// A chant detector's memory after a run: the `held` bytes are exactly its `heap` bytes
+/// (`heap_bytes()`: ring, table and the event's window) plus the event's window of
+/// `event_window` symbols held again by the caller as 8-byte keys, and `heap` is at most the
+/// history and a batch of `symbol_bytes` a symbol (fewer while they fit fewer), a table of at
+/// most 64 buckets or one per two positions, of 4 16-byte entries, and a window.
+pub fn check_chant_heap(held: usize, heap: usize, event_window: usize, config: &ChantConfig, symbol_bytes: usize) {
+    assert_eq!(
+        held,
+        heap + 8 * event_window,
+        "heap_bytes {heap} is not the {held} bytes held"
+    );
+    let ring_bound = symbol_bytes * (config.history() as usize + 256);
+    let table_bound = 16 * 4 * 64usize.max((config.max_distance() as usize + 1).next_power_of_two() / 2);
+    let window_bound = symbol_bytes * config.window as usize;
+    assert!(heap <= ring_bound + table_bound + window_bound, "{heap}");
 }
 
 pub mod chant_model;
