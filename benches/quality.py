@@ -2,8 +2,8 @@
 
 Run: ``python benches/quality.py [--corpus PATH] [--seed N] [--markdown]``. The corpus is a
 run file (JSON Lines, optionally gzip-compressed, one run per line; see
-:mod:`doomloop.traces.jsonl`), by default ``../shared/corpus/agent_runs_public.jsonl.gz``
-beside the project. Each profile (a way to build the three detectors) replays:
+:mod:`doomloop.traces.jsonl`), by default the public corpus vendored in
+``tests/data/corpus/`` (its README gives provenance and licence). Each profile (a way to build the three detectors) replays:
 
 - every run as recorded: a run any detector flags is a false positive, since the runs are
   healthy;
@@ -29,7 +29,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 from doomloop import ChantDetector, DoomLoopConfig, DoomLoopDetector, ToolLoopDetector
 from doomloop.traces import CRITICAL, WARNING, Detectors, Finding, Run, Step, parse_result, read_runs, replay
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "agent_runs_public.jsonl.gz"
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corpus" / "agent_runs_public.jsonl.gz"
 LOOP_STEPS = 30
 """How long a planted loop goes on (the chant is one answer)."""
 DETECTORS = ("session", "tool_loop", "chant")

@@ -1,4 +1,4 @@
-"""Shared test helpers: where the conformance vectors and the documentation live, the code
+"""Shared test helpers: where the vendored data (conformance vectors, the corpus) and the documentation live, the code
 blocks of a markdown file, and a controllable clock.
 
 A plain module rather than conftest.py, so tests can import it by a name no other folder uses.
@@ -11,15 +11,17 @@ from pathlib import Path
 
 import pytest
 
-# `../shared/conformance` beside the project root, as laid out for development and CI.
-CONFORMANCE = Path(__file__).resolve().parents[1].parent / "shared" / "conformance"
+# The data the tests read, vendored with its provenance (tests/data/README.md).
+DATA = Path(__file__).resolve().parent / "data"
+CONFORMANCE = DATA / "conformance"
+CORPUS = DATA / "corpus" / "agent_runs_public.jsonl.gz"
 
 
 def conformance_file(name: str) -> Path:
     """The path of a conformance file; fails (never skips) when it is missing."""
     path = CONFORMANCE / name
     if not path.is_file():
-        pytest.fail(f"conformance file missing: {path} (shared/ must sit beside the project)")
+        pytest.fail(f"conformance file missing: {path}")
     return path
 
 

@@ -12,8 +12,9 @@ from hypothesis import given, settings, strategies as st
 
 from canonical_model import model
 from doomloop import fingerprint
+from support import DATA
 
-VECTORS = Path(__file__).with_name("fingerprint_vectors.json")
+VECTORS = DATA / "fingerprint_vectors.json"
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text() | st.binary()
 values = st.recursive(

@@ -5,7 +5,7 @@ every call is ``{"id", "name", "arguments", "thought", "result"}``: ``arguments`
 string the OpenAI API sends, ``thought`` the assistant message that carried the call (or null)
 and ``result`` the tool's output, starting with ``<returncode>N</returncode>`` (or null when
 the run ended first). This is the format of the public corpus of coding-agent runs
-(``../shared/corpus/README.md`` beside the project).
+(``tests/data/corpus/README.md`` in the repository).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from doomloop import DoomLoopConfig, DoomLoopDetector, LoopDetectionConfig, SnapshotError, ToolLoopDetector
-from support import FakeClock
+from support import DATA, FakeClock
 
 TOOLS = ["read", "list", "exec", "process"]
 # (tool, params, result, error, run id, call id, arm the guard first)
@@ -236,7 +236,7 @@ def test_session_snapshots_copy_pickle_and_refuse_bad_data() -> None:
 
 # --- format vectors --------------------------------------------------------------------------
 
-VECTORS = json.loads((Path(__file__).parent / "snapshot_vectors.json").read_text(encoding="utf-8"))
+VECTORS = json.loads((DATA / "snapshot_vectors.json").read_text(encoding="utf-8"))
 
 
 def test_the_version_1_vectors_still_restore() -> None:

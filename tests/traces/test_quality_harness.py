@@ -37,7 +37,7 @@ SLICE_LINES = 3
 def corpus_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The first three runs of the public corpus, as a run file of their own."""
     if not quality.CORPUS.is_file():
-        pytest.fail(f"corpus missing: {quality.CORPUS} (shared/ must sit beside the project)")
+        pytest.fail(f"corpus missing: {quality.CORPUS}")
     with gzip.open(quality.CORPUS, "rt", encoding="utf-8") as corpus:
         lines = [corpus.readline() for _ in range(SLICE_LINES)]
     path = tmp_path_factory.mktemp("corpus") / "slice.jsonl.gz"

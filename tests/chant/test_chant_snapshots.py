@@ -17,6 +17,7 @@ import xxhash
 from hypothesis import given, settings, strategies as st
 
 from doomloop import ChantDetector, DoomLoopDetector, LoopEvent, SnapshotError, ToolLoopDetector
+from support import DATA
 
 # (what, payload): "text" a str chunk, "tokens" a list of ids, "reset".
 Step = Tuple[str, Any]
@@ -265,7 +266,7 @@ def test_huge_lengths_allocate_nothing() -> None:
 
 # --- format vector -------------------------------------------------------------------------------
 
-VECTORS = json.loads((Path(__file__).parent / "snapshot_vectors.json").read_text(encoding="utf-8"))
+VECTORS = json.loads((DATA / "snapshot_vectors.json").read_text(encoding="utf-8"))
 _VECTOR_TEXT = "Let me try that again. " * 3
 
 
