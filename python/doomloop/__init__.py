@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .events import LoopEvent as LoopEvent
     from .findings import Finding as Finding
     from .monitor import Monitor as Monitor, ToolDecision as ToolDecision
-    from .openclaw import normalize_agent_id as normalize_agent_id, resolve_openclaw_block as resolve_openclaw_block
+    from .integrations.openclaw import normalize_agent_id as normalize_agent_id, resolve_openclaw_block as resolve_openclaw_block
     from .profile import Profile as Profile
     from .stream import (
         guard_chat_stream as guard_chat_stream,
@@ -59,8 +59,8 @@ _EXPORTS = {
     "Monitor": "monitor",
     "ToolDecision": "monitor",
     "Profile": "profile",
-    "normalize_agent_id": "openclaw",
-    "resolve_openclaw_block": "openclaw",
+    "normalize_agent_id": "integrations.openclaw",
+    "resolve_openclaw_block": "integrations.openclaw",
     "guard_chat_stream": "stream",
     "guard_chat_stream_async": "stream",
     "guard_stream": "stream",

@@ -19,7 +19,7 @@ from .events import checked_callback
 from .findings import CRITICAL, WARNING, Finding, shorten
 from .profile import Profile
 from .session import DoomLoopDetector
-from .tool_loop import LoopVerdict, ToolCallDecision, ToolLoopDetector
+from .tool_loop import GuardVerdict, LoopVerdict, ToolCallDecision, ToolLoopDetector
 
 if TYPE_CHECKING:
     from .events import EventCallback
@@ -264,34 +264,43 @@ class Monitor:
         detector (and the post-compaction guard, when armed) and, as an action, by the
         session detector. ``success`` defaults to ``error is None``; pass False for a result
         that reports a failure (a nonzero exit status)."""
-        step = self.step - 1 if self.step else 0
         run_id = self._run_id
         if error is None and run_id is None and call_id is None:
             outcome = self.tool_loop.after_tool_call(tool, params, result=result)
+            self.doom_loop.record_action(tool, params, result, True if success is None else success)
         else:
             outcome = self.tool_loop.after_tool_call(
                 tool, params, result=result, error=error, run_id=run_id, tool_call_id=call_id
             )
-        found: List[Finding] = []
+            ok = error is None if success is None else success
+            self.doom_loop.record_action(tool, params, result if error is None else error, ok)
         guard = outcome.guard
-        if guard is not None and guard.should_abort:
-            found.append(
-                self._finding(
-                    "guard.compaction_loop",
-                    CRITICAL,
-                    "guard",
-                    "abort",
-                    guard.message or "",
-                    step,
-                    tool=tool,
-                    evidence=_arguments(params),
-                    count=guard.count,
-                    stretch=tool,
-                )
-            )
-        ok = error is None if success is None else success
-        self.doom_loop.record_action(tool, params, result if error is None else error, ok)
-        return self._session_findings(found, step, tool, params)
+        if guard is None or not guard.should_abort:
+            # The healthy path: nothing to build.
+            if not self.doom_loop.is_doom_loop():
+                return []
+            found: List[Finding] = []
+        else:
+            found = [self._guard_finding(guard, tool, params)]
+        return self._session_findings(found, self._call_step(), tool, params)
+
+    def _call_step(self) -> int:
+        # The step of the call being completed (its before_tool_call took it).
+        return self.step - 1 if self.step else 0
+
+    def _guard_finding(self, guard: GuardVerdict, tool: str, params: Any) -> Finding:
+        return self._finding(
+            "guard.compaction_loop",
+            CRITICAL,
+            "guard",
+            "abort",
+            guard.message or "",
+            self._call_step(),
+            tool=tool,
+            evidence=_arguments(params),
+            count=guard.count,
+            stretch=tool,
+        )
 
     def mark_progress(self, marker: str) -> List[Finding]:
         """Progress was made (a test passed, a file changed): the session detector's
@@ -327,9 +336,10 @@ class Monitor:
         # What repeats: one period of the window (a rotation of the repeated text).
         window = event.window[: event.period or len(event.window)]
         window = window if isinstance(window, str) else " ".join(map(str, window))
-        message = f"the answer repeats itself: period {event.period}, {event.count} repeats from offset {event.start}"
         return [
-            self._finding("chant", CRITICAL, "chant", "stop_stream", message, step, evidence=shorten(window), count=event.count)
+            self._finding(
+                "chant", CRITICAL, "chant", "stop_stream", event.message, step, evidence=shorten(window), count=event.count
+            )
         ]
 
     def _session_findings(self, found: List[Finding], step: int, tool: Optional[str], params: Any) -> List[Finding]:

@@ -1,11 +1,12 @@
 """Settings of tool-call loop detection: :class:`LoopDetectionConfig` (reading and writing
-OpenClaw's ``tools.loopDetection`` block is :mod:`doomloop.openclaw`'s)."""
+OpenClaw's ``tools.loopDetection`` block is :mod:`doomloop.integrations.openclaw`'s)."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional
 
-from . import _validate, openclaw
+from . import _validate
+from .integrations import openclaw
 from ._settings import Settings, defaults
 
 __all__ = ["LoopDetectionConfig"]

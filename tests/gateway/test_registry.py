@@ -4,6 +4,7 @@ eviction, thread safety, events with session keys, bad input."""
 from __future__ import annotations
 
 import gc
+import inspect
 import threading
 import weakref
 from typing import List
@@ -118,7 +119,7 @@ def test_a_streams_chant_reaches_the_registrys_on_event_with_the_session_key() -
     registry = SessionRegistry(Profile.recommended().replace(chant={"max_repeated_chunks": 4}), on_event=events.append)
     stream = registry.stream(b"tenant/7")
     assert stream.feed("I will call the tool again. " * 40) is not None
-    assert [(e.source, e.detector, e.count, e.session_key) for e in events] == [("chant", "chanting", 4, "tenant/7")]
+    assert [(e.source, e.detector, e.count, e.session_key) for e in events] == [("chant", "chant", 4, "tenant/7")]
 
 
 def test_streams_use_the_profiles_chant_settings() -> None:
@@ -191,3 +192,22 @@ def test_bad_input_is_refused_clearly() -> None:
     with pytest.raises(TypeError, match="bogus"):
         Profile.recommended().replace(chant={"bogus": 1})
     assert SessionRegistry(Profile.parity()).profile.session == DoomLoopConfig()
+
+
+def test_the_hook_list_is_written_once() -> None:
+    # HOOKS is the list; the sync registry, the asyncio registry and the Rust engine's fast
+    # path (the tool-call hooks) must offer exactly it, each taking the session key first.
+    from doomloop._core import RegistryEngine
+    from doomloop.gateway import HOOKS, AsyncSessionRegistry
+
+    # Besides the hooks: the lookups, the stream and the counters, none of them hooks on a monitor.
+    not_hooks = {"get", "discard", "stream", "stats"}
+    for registry in (SessionRegistry, AsyncSessionRegistry):
+        public = {name for name in dir(registry) if not name.startswith("_") and inspect.isroutine(getattr(registry, name))}
+        assert public - not_hooks == set(HOOKS), registry.__name__
+        for name in HOOKS:
+            signature = inspect.signature(getattr(registry, name))
+            assert list(signature.parameters)[:2] == ["self", "key"], (registry.__name__, name)
+    assert all(inspect.iscoroutinefunction(getattr(AsyncSessionRegistry, name)) for name in HOOKS)
+    fast = {name for name in ("before_tool_call", "after_tool_call") if name in vars(RegistryEngine)}
+    assert fast == set(HOOKS[:2])
