@@ -8,14 +8,20 @@
 //! and for doomloop's own two rules (cycles of 3 to 8 calls, argument churn), which the
 //! OpenClaw-shaped configs turn off.
 
+mod config;
+mod guard;
+mod snapshot;
+
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::fingerprint::hash_two;
 use crate::names::NameTable;
 use crate::ring::Ring;
-use crate::settings::{shared, Schema, Value, TOOL_LOOP};
-use crate::snapshot::{invalid, Reader, Snapshot, SnapshotError, SnapshotKind, Writer};
+use crate::settings::{shared, Value};
+
+pub use config::{LoopConfig, GUARD, MAX_GUARD_WINDOW, MAX_HISTORY_SIZE, MAX_THRESHOLD, TOOL_LOOP};
+pub use guard::{compaction_message, CompactionGuard, GuardVerdict, COMPACTION_DETECTOR};
 
 /// OpenClaw's warning bucket width: a key is re-emitted when `count / 10` grows.
 pub const WARNING_BUCKET_SIZE: u32 = 10;
@@ -39,96 +45,6 @@ pub const MIN_CHURN_REPEATS: u32 = 3;
 /// least one), so a few novel attempts do not hide the loop but a batch of new calls is no
 /// churn.
 pub const CHURN_PROBE_SHARE: u32 = 5;
-
-/// Resolved thresholds and switches (the binding layer applies the config rules first).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LoopConfig {
-    pub history_size: usize,
-    pub warning: u32,
-    pub critical: u32,
-    pub unknown_tool: u32,
-    pub global: u32,
-    pub generic_repeat: bool,
-    pub known_poll: bool,
-    pub ping_pong: bool,
-    /// A cycle of 3 to 8 calls that the current call continues (doomloop's rule).
-    pub cycle: bool,
-    /// One tool cycling through a few argument sets whose results do not change (doomloop's
-    /// rule, after OpenClaw's later releases).
-    pub argument_churn: bool,
-    /// Results that are mappings with neither `content` nor `details` hash by their canonical
-    /// value (OpenClaw hashes every such mapping alike); read by the result normalisation.
-    pub hash_plain_results: bool,
-    /// Run the detectors (`enabled: true`).
-    pub detect: bool,
-    /// Record calls before execution and feed the guard (`enabled` not explicitly false).
-    pub record_calls: bool,
-    pub guard_enabled: bool,
-    pub guard_window: u32,
-}
-
-impl Default for LoopConfig {
-    /// The settings table's defaults (a config built in Python).
-    fn default() -> Self {
-        LoopConfig::from_values(&TOOL_LOOP.defaults()).0
-    }
-}
-
-impl LoopConfig {
-    /// The run-time settings from checked `settings::TOOL_LOOP` values (in the schema's
-    /// order), resolved as OpenClaw's run time resolves them: `critical` is raised to
-    /// `warning + 1` and `global` to `critical + 1` where needed (each fix described in the
-    /// returned list, for the caller to log); `enabled` true detects, unset records without
-    /// detecting, false also turns the guard off.
-    pub fn from_values(values: &[Value]) -> (LoopConfig, Vec<String>) {
-        let get = |name: &str| {
-            TOOL_LOOP
-                .index(name)
-                .and_then(|i| values.get(i).copied().or(Some(TOOL_LOOP.settings[i].default)))
-                .unwrap_or(Value::Unset)
-        };
-        let switch = |name: &str| get(name).switch().unwrap_or(false);
-        // Checked values are within `MAX_THRESHOLD` (`i32::MAX`), so `+ 1` fits a u32.
-        let threshold = |name: &str| u32::try_from(get(name).count()).unwrap_or(i32::MAX as u32);
-        let warning = threshold("warning_threshold");
-        let mut critical = threshold("critical_threshold");
-        let mut global = threshold("global_circuit_breaker_threshold");
-        let mut fixes = Vec::new();
-        if critical <= warning {
-            fixes.push(format!(
-                "critical_threshold {critical} <= warning_threshold {warning}; using {}",
-                warning + 1
-            ));
-            critical = warning + 1;
-        }
-        if global <= critical {
-            fixes.push(format!(
-                "global_circuit_breaker_threshold {global} <= critical_threshold {critical}; using {}",
-                critical + 1
-            ));
-            global = critical + 1;
-        }
-        let enabled = get("enabled").switch();
-        let config = LoopConfig {
-            history_size: usize::try_from(get("history_size").count()).unwrap_or(1),
-            warning,
-            critical,
-            unknown_tool: threshold("unknown_tool_threshold"),
-            global,
-            generic_repeat: switch("generic_repeat"),
-            known_poll: switch("known_poll_no_progress"),
-            ping_pong: switch("ping_pong"),
-            cycle: switch("cycle"),
-            argument_churn: switch("argument_churn"),
-            hash_plain_results: switch("hash_plain_results"),
-            detect: enabled == Some(true),
-            record_calls: enabled != Some(false),
-            guard_enabled: enabled != Some(false),
-            guard_window: u32::try_from(get("post_compaction_window_size").count()).unwrap_or(1),
-        };
-        (config, fixes)
-    }
-}
 
 /// The identity of one call: digests of the tool name and of `(tool, canonical params)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -380,31 +296,12 @@ impl Finding {
     }
 }
 
-/// The post-compaction guard's detector name.
-pub const COMPACTION_DETECTOR: &str = "compaction_loop_persisted";
-
-/// The post-compaction guard's message when the same call and result filled its window.
-pub fn compaction_message(tool: &str, count: u32) -> String {
-    format!(
-        "{COMPACTION_DETECTOR}: {tool} repeated the same call with the same result {count} times after compaction; aborting the run."
-    )
-}
-
 /// The decision for one call about to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decision {
     pub finding: Option<Finding>,
     pub blocked: bool,
     pub emit_warning: bool,
-}
-
-/// The guard's answer for one observed outcome.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GuardVerdict {
-    /// Not armed, or armed and the window has not filled with one triple.
-    Continue,
-    /// The same (tool, args, result) triple filled the window: abort with this count.
-    Abort(u32),
 }
 
 /// Warning-key digests kinds (distinct tags keep the key shapes apart).
@@ -478,63 +375,6 @@ impl WarningBuckets {
 
     pub fn heap_bytes(&self) -> usize {
         self.entries.capacity() * std::mem::size_of::<(u64, u32)>()
-    }
-}
-
-/// The post-compaction guard: after `arm()`, watches the next `window` outcomes and aborts
-/// when one (tool, args, result) triple fills the window.
-#[derive(Clone, Debug)]
-pub struct CompactionGuard {
-    window_size: u32,
-    remaining: u32,
-    window: Vec<(u64, u64, u64)>,
-}
-
-impl CompactionGuard {
-    pub fn new(window_size: u32) -> Self {
-        CompactionGuard {
-            window_size: window_size.max(1),
-            remaining: 0,
-            window: Vec::new(),
-        }
-    }
-
-    pub fn window_size(&self) -> u32 {
-        self.window_size
-    }
-
-    pub fn remaining(&self) -> u32 {
-        self.remaining
-    }
-
-    /// Start watching the next `window_size` outcomes; returns that number.
-    pub fn arm(&mut self) -> u32 {
-        self.remaining = self.window_size;
-        self.window.clear();
-        self.window_size
-    }
-
-    pub fn observe(&mut self, tool: u64, args: u64, result: u64) -> GuardVerdict {
-        if self.remaining == 0 {
-            return GuardVerdict::Continue;
-        }
-        self.remaining -= 1;
-        let triple = (tool, args, result);
-        self.window.push(triple);
-        let count = self.window.iter().filter(|&&t| t == triple).count() as u32;
-        if self.remaining == 0 {
-            // The window is over: free it (a gateway holds many idle guards).
-            self.window = Vec::new();
-        }
-        if count >= self.window_size {
-            GuardVerdict::Abort(count)
-        } else {
-            GuardVerdict::Continue
-        }
-    }
-
-    pub fn heap_bytes(&self) -> usize {
-        self.window.capacity() * std::mem::size_of::<(u64, u64, u64)>()
     }
 }
 
@@ -1294,7 +1134,7 @@ impl Scan {
 /// the session's (through `Deref`); every update goes through here, so no record lacks its name.
 #[derive(Clone, Debug)]
 pub struct NamedSession {
-    /// The checked `settings::TOOL_LOOP` values the session was built from (shared with
+    /// The checked [`TOOL_LOOP`] values the session was built from (shared with
     /// every session built from equal values).
     settings: Arc<[Value]>,
     session: ToolLoopSession<()>,
@@ -1331,7 +1171,7 @@ impl std::ops::Deref for NamedSession {
 }
 
 impl NamedSession {
-    /// A session from checked `settings::TOOL_LOOP` values, and how its thresholds were
+    /// A session from checked [`TOOL_LOOP`] values, and how its thresholds were
     /// reordered (see [`LoopConfig::from_values`]).
     pub fn new(settings: Vec<Value>) -> (Self, Vec<String>) {
         let (config, fixes) = LoopConfig::from_values(&settings);
@@ -1459,144 +1299,6 @@ impl NamedSession {
     /// Bytes held on the heap: the session's and the names'.
     pub fn heap_bytes(&self) -> usize {
         self.session.heap_bytes() + self.names.heap_bytes()
-    }
-}
-
-/// Longest tool name a snapshot may carry (names are display text; real ones are short).
-const MAX_SNAPSHOT_NAME: usize = 1 << 16;
-
-impl Snapshot for NamedSession {
-    const KIND: SnapshotKind = SnapshotKind::ToolLoop;
-
-    fn schema() -> &'static Schema {
-        &TOOL_LOOP
-    }
-
-    fn write_body(&self, w: &mut Writer) {
-        w.settings(&self.settings);
-        let s = &self.session;
-        w.len(s.history.len());
-        for back in (0..s.history.len()).rev() {
-            let Some(r) = s.history.back(back) else {
-                continue;
-            };
-            let ids = s.ids(back);
-            let run = if r.has(HAS_RUN) {
-                s.runs.get(r.run as usize).copied().unwrap_or(0)
-            } else {
-                0
-            };
-            for digest in [r.tool, r.args, run, ids.call_id, r.result, ids.unknown] {
-                w.u64(digest);
-            }
-            w.u8(r.flags);
-        }
-        w.len(s.buckets.entries.len());
-        for &(key, bucket) in &s.buckets.entries {
-            w.u64(key);
-            w.u32(bucket);
-        }
-        w.u32(s.guard.remaining);
-        w.len(s.guard.window.len());
-        for &(tool, args, result) in &s.guard.window {
-            w.u64(tool);
-            w.u64(args);
-            w.u64(result);
-        }
-        w.len(self.names.len());
-        for (digest, name) in self.names.iter() {
-            w.u64(digest);
-            w.str(name);
-        }
-        w.opt_u64(self.blocking);
-        let t = &self.stats;
-        for count in [
-            t.calls,
-            t.warnings,
-            t.blocks,
-            t.blocked_episodes,
-            t.outcomes,
-            t.guard_aborts,
-        ] {
-            w.u64(count);
-        }
-    }
-
-    fn read_body(r: &mut Reader<'_>) -> Result<Self, SnapshotError> {
-        let (mut state, _) = NamedSession::new(r.settings(&TOOL_LOOP)?);
-        let s = &mut state.session;
-        let records = r.len("the history", s.history.capacity())?;
-        for _ in 0..records {
-            let mut digests = [0u64; 6];
-            for digest in &mut digests {
-                *digest = r.u64("a record")?;
-            }
-            let flags = r.u8("a record")?;
-            if flags & !(HAS_RUN | HAS_CALL_ID | HAS_RESULT | HAS_UNKNOWN) != 0 {
-                return Err(invalid(format!("a record has unknown flags {flags:#x}")));
-            }
-            let [tool, args, run, call_id, result, unknown] = digests;
-            if flags & HAS_RUN == 0 && run != 0 {
-                // The engine writes 0 for a record without a run id (it keeps no digest).
-                return Err(invalid(format!("a record without a run id has run digest {run:#x}")));
-            }
-            let record = Record {
-                tool,
-                args,
-                run: if flags & HAS_RUN == 0 { 0 } else { s.run_index(run) },
-                result,
-                flags,
-                payload: (),
-            };
-            s.push(record, Ids { call_id, unknown });
-        }
-        let keys = r.len("the warning keys", MAX_WARNING_KEYS)?;
-        for _ in 0..keys {
-            let key = r.u64("a warning key")?;
-            let bucket = r.u32("a warning key")?;
-            s.buckets.entries.push_back((key, bucket));
-        }
-        let window_size = s.guard.window_size as usize;
-        let remaining = r.u32("the guard")?;
-        let seen = r.len("the guard window", window_size)?;
-        // While armed every attempt used is in the window; once over, the window is freed.
-        let consistent = remaining as usize + seen == window_size || (remaining == 0 && seen == 0);
-        if !consistent {
-            return Err(invalid(format!(
-                "the guard has {remaining} attempts left after {seen} of a window of {window_size}"
-            )));
-        }
-        s.guard.remaining = remaining;
-        for _ in 0..seen {
-            let triple = (
-                r.u64("the guard window")?,
-                r.u64("the guard window")?,
-                r.u64("the guard window")?,
-            );
-            s.guard.window.push(triple);
-        }
-        let limit = 4 * s.history.capacity() + 16;
-        let names = r.len("the names", limit)?;
-        for _ in 0..names {
-            let digest = r.u64("a name")?;
-            let name = r.str("a name", MAX_SNAPSHOT_NAME)?;
-            state.names.remember(digest, name, usize::MAX, std::iter::empty);
-        }
-        state.blocking = r.opt_u64("the blocked episode")?;
-        let mut counts = [0u64; 6];
-        for count in &mut counts {
-            *count = r.u64("the stats")?;
-        }
-        let [calls, warnings, blocks, blocked_episodes, outcomes, guard_aborts] = counts;
-        state.stats = ToolLoopStats {
-            calls,
-            warnings,
-            blocks,
-            blocked_episodes,
-            outcomes,
-            guard_aborts,
-        };
-        Ok(state)
     }
 }
 
@@ -2100,7 +1802,7 @@ mod tests {
 
     #[test]
     fn a_restored_session_answers_as_the_original() {
-        use crate::settings::TOOL_LOOP;
+        use crate::snapshot::Snapshot;
         let mut values = TOOL_LOOP.defaults();
         values[TOOL_LOOP.index("warning_threshold").unwrap()] = Value::Count(3);
         values[TOOL_LOOP.index("critical_threshold").unwrap()] = Value::Count(5);
