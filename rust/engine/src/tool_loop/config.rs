@@ -106,7 +106,8 @@ impl LoopConfig {
 /// `enabled` defaults to true for a config built in Python; an OpenClaw block without the
 /// key leaves it unset. The doomloop switches (`hash_plain_results`, `cycle`,
 /// `argument_churn`) are on for a config built in Python; OpenClaw has no such keys, so
-/// the OpenClaw-shaped paths turn them off and keep its recorded behaviour.
+/// the OpenClaw-shaped paths turn them off and keep its recorded behaviour. The joint check
+/// is [`ordered_thresholds`].
 pub static TOOL_LOOP: Schema = Schema {
     owner: "LoopDetectionConfig",
     settings: &[
@@ -128,8 +129,44 @@ pub static TOOL_LOOP: Schema = Schema {
         switch("cycle", true),
         switch("argument_churn", true),
     ],
-    joint: None,
+    joint: Some(ordered_thresholds),
 };
+
+/// The switches OpenClaw has no keys for: a config with all of them off is OpenClaw's.
+const DOOMLOOP_SWITCHES: [&str; 3] = ["hash_plain_results", "cycle", "argument_churn"];
+
+/// The thresholds in order: `warning < critical < global`, or the first one out of order,
+/// named with the one below it and both values. Unordered thresholds would be raised at run
+/// time (each above the one below it), so a config would say one thing and block at another:
+/// only OpenClaw's configuration (doomloop's own switches all off, as `from_openclaw` reads
+/// it) keeps OpenClaw's rule, that raise with a logged warning (see
+/// [`LoopConfig::from_values`]).
+fn ordered_thresholds(values: &[Value]) -> Option<(&'static str, String)> {
+    let get = |name: &str| TOOL_LOOP.index(name).and_then(|i| values.get(i).copied());
+    let openclaw = DOOMLOOP_SWITCHES
+        .iter()
+        .all(|&name| get(name).and_then(Value::switch) == Some(false));
+    if openclaw {
+        return None;
+    }
+    let threshold = |name: &str| get(name).map_or(0, Value::count);
+    [
+        ("warning_threshold", "critical_threshold"),
+        ("critical_threshold", "global_circuit_breaker_threshold"),
+    ]
+    .into_iter()
+    .find(|&(lower, higher)| threshold(higher) <= threshold(lower))
+    .map(|(lower, higher)| {
+        (
+            higher,
+            format!(
+                "must be greater than {lower} ({}), got {}",
+                threshold(lower),
+                threshold(higher)
+            ),
+        )
+    })
+}
 
 /// `PostCompactionGuard`, the guard on its own.
 pub static GUARD: Schema = Schema {
@@ -141,11 +178,50 @@ pub static GUARD: Schema = Schema {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::assert_defaults_pass;
+    use crate::settings::{assert_defaults_pass, check_all, Given};
+
+    fn given(warning: i128, critical: i128, global: i128, doomloop: bool) -> Vec<Given<'static>> {
+        TOOL_LOOP
+            .settings
+            .iter()
+            .map(|setting| match setting.name {
+                "warning_threshold" => Given::Int(warning),
+                "critical_threshold" => Given::Int(critical),
+                "global_circuit_breaker_threshold" => Given::Int(global),
+                name if DOOMLOOP_SWITCHES.contains(&name) => Given::Bool(doomloop),
+                _ => match setting.default {
+                    Value::Count(n) => Given::Int(i128::from(n)),
+                    Value::Switch(b) => Given::Bool(b),
+                    _ => Given::None,
+                },
+            })
+            .collect()
+    }
 
     #[test]
-    fn defaults_pass_their_own_check() {
+    fn thresholds_are_ordered_except_in_openclaws_configuration() {
         assert_defaults_pass(&TOOL_LOOP);
         assert_defaults_pass(&GUARD);
+        assert!(check_all(&TOOL_LOOP, &given(3, 4, 5, true)).is_ok());
+        let err = check_all(&TOOL_LOOP, &given(10, 5, 30, true)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "LoopDetectionConfig.critical_threshold: must be greater than warning_threshold (10), got 5"
+        );
+        let err = check_all(&TOOL_LOOP, &given(10, 20, 20, true)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "LoopDetectionConfig.global_circuit_breaker_threshold: must be greater than critical_threshold (20), got 20"
+        );
+        // OpenClaw's configuration is checked value by value; the run time raises them.
+        let values = check_all(&TOOL_LOOP, &given(10, 5, 3, false)).unwrap();
+        let (config, fixes) = LoopConfig::from_values(&values);
+        assert_eq!((config.critical, config.global, fixes.len()), (11, 12, 2));
+        // One doomloop switch on is no longer OpenClaw's configuration.
+        let mut one_on = given(10, 5, 3, false);
+        if let Some(i) = TOOL_LOOP.index("cycle") {
+            one_on[i] = Given::Bool(true);
+        }
+        assert!(check_all(&TOOL_LOOP, &one_on).is_err());
     }
 }
