@@ -9,6 +9,9 @@
 //! compare actions by a fixed-size [`Sketch`] of their arguments, and responses by a sketch of
 //! their text, kept for the newest action and the newest response only: O(1) memory whatever
 //! the session's length.
+//!
+//! The session and its rules are here; `config` holds the settings and `snapshot` the
+//! snapshot format.
 
 mod config;
 mod snapshot;

@@ -107,7 +107,7 @@ impl LoopConfig {
 /// key leaves it unset. The doomloop switches (`hash_plain_results`, `cycle`,
 /// `argument_churn`) are on for a config built in Python; OpenClaw has no such keys, so
 /// the OpenClaw-shaped paths turn them off and keep its recorded behaviour. The joint check
-/// is [`ordered_thresholds`].
+/// is `ordered_thresholds`.
 pub static TOOL_LOOP: Schema = Schema {
     owner: "LoopDetectionConfig",
     settings: &[
