@@ -54,7 +54,7 @@ pub fn snapshot_bytes(data: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     }
     Err(PyTypeError::new_err(format!(
         "a snapshot must be bytes, bytearray or memoryview, got {}",
-        crate::tool_results::type_name(data)
+        crate::ffi::type_name(data)
     )))
 }
 

@@ -17,7 +17,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyString};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::chant::lock;
+use crate::ffi::lock;
 use crate::session::monotonic_seconds;
 use crate::tool_loop::{ToolCallDecision, ToolLoopEngine, ToolOutcome};
 

@@ -18,13 +18,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
 use crate::canonical::{
-    fingerprint, fingerprint_and_sketch, fingerprint_str, is_huge_negative, is_immutable_scalar, str_preview,
-    DictSnapshot,
+    fingerprint, fingerprint_and_sketch, fingerprint_str, is_immutable_scalar, str_preview, DictSnapshot,
 };
-use crate::chant::{lock, scan_text};
+use crate::chunks::scan_text;
 use crate::errors::{restored_state, snapshot_error};
+use crate::ffi::{is_huge_negative, lock, type_name};
 use crate::settings::checked;
-use crate::tool_results::type_name;
 
 /// Strs longer than this (in code points) are not kept by the input memo (it would keep them
 /// alive as long as the detector).
