@@ -20,6 +20,9 @@ mod _core {
     use pyo3::prelude::*;
 
     #[pymodule_export]
+    use crate::errors::_bind_errors;
+
+    #[pymodule_export]
     use crate::registry::RegistryEngine;
 
     #[pymodule_export]
