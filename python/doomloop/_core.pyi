@@ -418,8 +418,10 @@ class ChantEngine:
         """Feed one chunk of text; returns a ``ChantEvent`` when chanting is found in it,
         else None. A non-str raises TypeError."""
     def feed_tokens(self, tokens: Any, /) -> Optional[ChantEvent]:
-        """Feed a 1-D numpy array of token ids (int32, int64 or uint32), read without
-        copying; returns a ``ChantEvent`` when chanting is found in it, else None."""
+        """Feed token ids: a list of ints (no numpy needed), or a 1-D numpy array (int32,
+        int64 or uint32) read without copying; returns a ``ChantEvent`` when chanting is
+        found in them, else None. Anything else is a ``TypeError`` (naming the numpy extra
+        when numpy is not imported)."""
     def reset(self) -> None:
         """Forget the stream and any chant found."""
     @property

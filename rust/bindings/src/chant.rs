@@ -17,11 +17,11 @@ use numpy::{Element, PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMet
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyIterator, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyIterator, PyList, PyTuple};
 
 use crate::chunks::{scan_text, CHANT_DETACH_THRESHOLD, PIECE};
 use crate::errors::{snapshot_bytes, snapshot_error};
-use crate::ffi::{lock, type_name};
+use crate::ffi::{is_imported, lock, type_name};
 use crate::settings::checked;
 
 /// Characters (or tokens) of the repeated window kept in an event.
@@ -197,6 +197,36 @@ impl ChantEngine {
         Ok(self.event_type.bind(py).call((), Some(&fields))?.unbind())
     }
 
+    /// Run `read` on the token stream with the state locked (locked before the input is read:
+    /// waiting for the lock releases the interpreter, and another thread could resize an
+    /// array meanwhile), unless a chant found latches the stream; deliver a chant found.
+    fn feed_token_stream(
+        slf: &Bound<'_, Self>,
+        read: impl FnOnce(&mut Chant<Token>) -> PyResult<Option<ChantEvent<Token>>>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let py = slf.py();
+        let engine = slf.get();
+        let step = {
+            let mut state = lock(py, &engine.state);
+            match Self::next_step(&state) {
+                Step::Read => {
+                    let key = state.key;
+                    let chant = state.stream.token_chant(engine.config, key)?;
+                    if read(chant)?.is_some() {
+                        Step::Deliver
+                    } else {
+                        Step::Read
+                    }
+                }
+                other => other,
+            }
+        };
+        match step {
+            Step::Deliver => Self::deliver(slf),
+            Step::Read | Step::Ignore => Ok(None),
+        }
+    }
+
     /// What a feed does with its input: read it, or, when the stream has found a chant,
     /// ignore it (latched) and deliver the chant if its event was never handed out.
     fn next_step(state: &State) -> Step {
@@ -214,6 +244,29 @@ enum Step {
     Read,
     Deliver,
     Ignore,
+}
+
+/// The token ids of a list of ints, each stored as the bits of its 64-bit signed value (as an
+/// int64 array's are, so a list and an array of the same ids read alike).
+fn token_ids(list: &Bound<'_, PyList>) -> PyResult<Vec<Token>> {
+    let mut ids = Vec::with_capacity(list.len());
+    for (index, item) in list.iter().enumerate() {
+        let int = item
+            .cast::<PyInt>()
+            .ok()
+            .filter(|_| !item.is_instance_of::<PyBool>())
+            .ok_or_else(|| {
+                PyTypeError::new_err(format!(
+                    "tokens must be a list of ints, got {} at index {index}",
+                    type_name(&item)
+                ))
+            })?;
+        let id: i64 = int
+            .extract()
+            .map_err(|_| PyValueError::new_err(format!("tokens[{index}] does not fit in 64 bits")))?;
+        ids.push(Token(id as u64));
+    }
+    Ok(ids)
 }
 
 /// Scan a 1-D array of token ids with `state` locked: in place while short (the interpreter
@@ -333,54 +386,57 @@ impl ChantEngine {
         }
     }
 
-    /// Feed a 1-D numpy array of token ids (int32, int64 or uint32), read without copying
-    /// while short.
+    /// Feed token ids: a list of ints (no numpy needed), or a 1-D numpy array (int32, int64
+    /// or uint32) read without copying while short.
     #[pyo3(signature = (tokens, /))]
     fn feed_tokens(slf: &Bound<'_, Self>, tokens: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
         let py = tokens.py();
-        let engine = slf.get();
-        let array = tokens
-            .cast::<PyUntypedArray>()
-            .map_err(|_| PyTypeError::new_err(format!("tokens must be a numpy array, got {}", type_name(tokens))))?;
+        if let Ok(list) = tokens.cast::<PyList>() {
+            // Read whole before the lock is taken: a bad item feeds nothing.
+            let ids = token_ids(list)?;
+            return Self::feed_token_stream(slf, |chant| {
+                Ok(if ids.len() >= CHANT_DETACH_THRESHOLD {
+                    py.detach(|| chant.feed_slice(&ids, |t| t))
+                } else {
+                    chant.feed_slice(&ids, |t| t)
+                })
+            });
+        }
+        // An array exists only once numpy is imported; asking numpy's C API about anything
+        // before then would import it, and fail (a panic in the numpy crate) without it.
+        if !is_imported(py, intern!(py, "numpy")) {
+            return Err(PyTypeError::new_err(format!(
+                "tokens must be a list of ints or a 1-D numpy array, got {} (numpy arrays need the \
+                 numpy extra: pip install \".[numpy]\" from doomloop's project root)",
+                type_name(tokens)
+            )));
+        }
+        let array = tokens.cast::<PyUntypedArray>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "tokens must be a list of ints or a 1-D numpy array, got {}",
+                type_name(tokens)
+            ))
+        })?;
         if array.ndim() != 1 {
             return Err(PyValueError::new_err(format!(
                 "tokens must be a 1-D array, got {} dimensions",
                 array.ndim()
             )));
         }
-        let step = {
-            // Locked before the array is read: waiting for the lock releases the interpreter,
-            // and another thread could resize the array meanwhile.
-            let mut state = lock(py, &engine.state);
-            match Self::next_step(&state) {
-                Step::Read => {
-                    let key = state.key;
-                    let chant = state.stream.token_chant(engine.config, key)?;
-                    let found = if let Ok(a) = array.cast::<PyArray1<i32>>() {
-                        scan_tokens(py, a, chant, |t| Token(i64::from(t) as u64))?
-                    } else if let Ok(a) = array.cast::<PyArray1<i64>>() {
-                        scan_tokens(py, a, chant, |t| Token(t as u64))?
-                    } else if let Ok(a) = array.cast::<PyArray1<u32>>() {
-                        scan_tokens(py, a, chant, |t| Token(u64::from(t)))?
-                    } else {
-                        return Err(PyTypeError::new_err(format!(
-                            "tokens must have dtype int32, int64 or uint32, got {}",
-                            array.dtype()
-                        )));
-                    };
-                    if found.is_some() {
-                        Step::Deliver
-                    } else {
-                        Step::Read
-                    }
-                }
-                other => other,
+        Self::feed_token_stream(slf, |chant| {
+            if let Ok(a) = array.cast::<PyArray1<i32>>() {
+                scan_tokens(py, a, chant, |t| Token(i64::from(t) as u64))
+            } else if let Ok(a) = array.cast::<PyArray1<i64>>() {
+                scan_tokens(py, a, chant, |t| Token(t as u64))
+            } else if let Ok(a) = array.cast::<PyArray1<u32>>() {
+                scan_tokens(py, a, chant, |t| Token(u64::from(t)))
+            } else {
+                Err(PyTypeError::new_err(format!(
+                    "tokens must have dtype int32, int64 or uint32, got {}",
+                    array.dtype()
+                )))
             }
-        };
-        match step {
-            Step::Deliver => Self::deliver(slf),
-            Step::Read | Step::Ignore => Ok(None),
-        }
+        })
     }
 
     /// Forget the stream (text or tokens) and any chant found; start afresh.

@@ -174,6 +174,22 @@ pub(crate) fn hash_bytearray(array: &Bound<'_, PyByteArray>, hash: fn(&[u8]) -> 
     hash(unsafe { array.as_bytes() })
 }
 
+/// Whether the module `name` is imported (in `sys.modules`, and not as `None`): found without
+/// importing it.
+pub(crate) fn is_imported(py: Python<'_>, name: &Bound<'_, PyString>) -> bool {
+    // SAFETY: `name` is a live str; PyImport_GetModule returns a new reference to what
+    // `sys.modules` holds under it, or NULL (with an exception set only on an error).
+    let module = unsafe { Bound::from_owned_ptr_or_opt(py, ffi::PyImport_GetModule(name.as_ptr())) };
+    match module {
+        Some(module) => !module.is_none(),
+        None => {
+            // An error reading sys.modules is the same answer: not imported.
+            drop(PyErr::take(py));
+            false
+        }
+    }
+}
+
 /// `len(dict)` of an object known to be a dict.
 #[inline]
 pub(crate) fn dict_len(dict: &Bound<'_, PyAny>) -> usize {
