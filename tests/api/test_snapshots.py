@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import pickle
-from pathlib import Path
 from typing import Any, List, Tuple
 
 import pytest
@@ -232,7 +231,7 @@ def test_session_snapshots_copy_pickle_and_refuse_bad_data() -> None:
     with pytest.raises(SnapshotError, match=r"^no snapshot while a response is being streamed .*end_response\(\) first"):
         detector.to_bytes()
     for copier in (copy.copy, copy.deepcopy, pickle.dumps):
-        with pytest.raises(SnapshotError, match="^no snapshot while a response is being streamed"):
+        with pytest.raises(SnapshotError, match=r"^no snapshot while a response is being streamed"):
             copier(detector)
     detector.end_response()
     assert DoomLoopDetector.from_bytes(detector.to_bytes(), clock=clock).get_stats() == detector.get_stats()
