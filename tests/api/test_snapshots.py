@@ -231,8 +231,12 @@ def test_session_snapshots_copy_pickle_and_refuse_bad_data() -> None:
         with pytest.raises(SnapshotError):
             DoomLoopDetector.from_bytes(data[:n])
     detector.record_output_chunk("streaming...")
-    with pytest.raises(SnapshotError, match="end_response"):
+    # Nothing is corrupt: the state cannot be saved until the response ends, and the error says so.
+    with pytest.raises(SnapshotError, match=r"^no snapshot while a response is being streamed .*end_response\(\) first"):
         detector.to_bytes()
+    for copier in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(SnapshotError, match=r"^no snapshot while a response is being streamed"):
+            copier(detector)
     detector.end_response()
     assert DoomLoopDetector.from_bytes(detector.to_bytes(), clock=clock).get_stats() == detector.get_stats()
 

@@ -12,7 +12,8 @@ from typing import List
 import pytest
 
 from doomloop import ChantConfig, DoomLoopConfig, LoopDetectionConfig, LoopEvent, Monitor, Profile, ToolLoopDetector
-from doomloop.gateway import SessionRegistry
+from doomloop._core import RegistryEngine
+from doomloop.gateway import MemoryStore, SessionRegistry
 from support import FakeClock
 
 
@@ -197,7 +198,6 @@ def test_bad_input_is_refused_clearly() -> None:
 def test_the_hook_list_is_written_once() -> None:
     # HOOKS is the list; the sync registry, the asyncio registry and the Rust engine's fast
     # path (the tool-call hooks) must offer exactly it, each taking the session key first.
-    from doomloop._core import RegistryEngine
     from doomloop.gateway import HOOKS, AsyncSessionRegistry
 
     # Besides the hooks: the lookups, the stream and the counters, none of them hooks on a monitor.
@@ -211,3 +211,40 @@ def test_the_hook_list_is_written_once() -> None:
     assert all(inspect.iscoroutinefunction(getattr(AsyncSessionRegistry, name)) for name in HOOKS)
     fast = {name for name in ("before_tool_call", "after_tool_call") if name in vars(RegistryEngine)}
     assert fast == set(HOOKS[:2])
+
+
+@pytest.mark.parametrize("store", [None, MemoryStore()], ids=["no store", "memory store"])
+def test_an_empty_session_key_is_refused_with_or_without_a_store(store: MemoryStore | None) -> None:
+    registry = SessionRegistry(store=store)
+    hooks = [
+        lambda key: registry.before_tool_call(key, "read", {}),
+        lambda key: registry.after_tool_call(key, "read", {}, result="ok"),
+        lambda key: registry.record_action(key, "read", {}, "ok", True),
+        lambda key: registry.mark_progress(key, "m"),
+        lambda key: registry.record_response(key, "text"),
+        lambda key: registry.is_doom_loop(key),
+        lambda key: registry.arm_post_compaction(key),
+        registry.stream,
+        registry.get,
+        registry.discard,
+    ]
+    for hook in hooks:
+        for key in ("", b""):
+            with pytest.raises(ValueError, match="a session key must not be empty"):
+                hook(key)
+    assert len(registry) == 0 and registry.stats()["created"] == 0
+    registry.before_tool_call("a", "read", {})  # the shortest key there is
+    assert "a" in registry
+
+
+def test_the_engine_is_built_whole_by_its_constructor() -> None:
+    # No half-built table: the settings are the constructor's, required, and there is no
+    # later configuration step.
+    with pytest.raises(TypeError, match="ttl"):
+        RegistryEngine()  # type: ignore[call-arg]
+    assert not hasattr(RegistryEngine, "_configure")
+    registry = SessionRegistry(ttl=5.0, max_sessions=7)
+    assert (registry.ttl, registry.max_sessions) == (5.0, 7)
+    # A key too long for the engine's own check goes through the normaliser it was built with.
+    registry.before_tool_call("é" * 300, "read", {})
+    assert registry.get("é" * 300).tool_loop.history_len == 1

@@ -4,7 +4,9 @@
 
 mod canonical;
 mod chant;
+mod chunks;
 mod errors;
+mod ffi;
 mod registry;
 mod session;
 mod settings;
@@ -16,6 +18,9 @@ use pyo3::prelude::*;
 #[pymodule(gil_used = false)]
 mod _core {
     use pyo3::prelude::*;
+
+    #[pymodule_export]
+    use crate::errors::_bind_errors;
 
     #[pymodule_export]
     use crate::registry::RegistryEngine;
@@ -53,7 +58,7 @@ mod _core {
     use crate::chant::{ChantEngine, TextGuard};
 
     #[pymodule_export]
-    const CHANT_DETACH_THRESHOLD: usize = crate::chant::CHANT_DETACH_THRESHOLD;
+    const CHANT_DETACH_THRESHOLD: usize = crate::chunks::CHANT_DETACH_THRESHOLD;
 
     #[pymodule_export]
     const MAX_DEPTH: usize = crate::canonical::MAX_DEPTH;

@@ -10,9 +10,8 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyTuple};
 
-use crate::canonical::is_huge_negative;
 use crate::errors::{setting_error, snapshot_bytes, snapshot_error};
-use crate::tool_results::type_name;
+use crate::ffi::{is_huge_negative, type_name};
 
 /// Size in bits of an int beyond `i128` (`int`'s own method: a subclass's is not asked).
 fn bits(int: &Bound<'_, PyInt>) -> u64 {

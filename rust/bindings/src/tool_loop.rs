@@ -21,10 +21,10 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::canonical::fingerprint_str;
-use crate::chant::lock;
 use crate::errors::{restored_state, snapshot_error};
+use crate::ffi::{lock, type_name};
 use crate::settings::{checked, checked_one};
-use crate::tool_results::{normalise, parse_call, type_name, Call, CallMemo, Normalised, Rules};
+use crate::tool_results::{normalise, parse_call, Call, CallMemo, Normalised, Rules};
 
 // ---------------------------------------------------------------------------------------
 // Verdict types
