@@ -11,7 +11,7 @@ from typing import List
 import pytest
 
 from doomloop import DoomLoopConfig, LoopDetectionConfig, LoopEvent, ToolLoopDetector
-from doomloop.gateway import SessionRegistry
+from doomloop.gateway import AsyncRedisStore, SessionRegistry
 from support import FakeClock
 
 
@@ -176,3 +176,9 @@ def test_bad_input_is_refused_clearly() -> None:
     with pytest.raises(TypeError):
         SessionRegistry(chant_options={"bogus": 1})
     assert SessionRegistry(session_config=DoomLoopConfig()).session_config == DoomLoopConfig()
+
+
+def test_an_asyncio_store_is_refused_at_construction() -> None:
+    # Its update() is a coroutine no hook would await: refused here, naming the registry it needs.
+    with pytest.raises(TypeError, match="got AsyncRedisStore: an asyncio store needs AsyncSessionRegistry"):
+        SessionRegistry(store=AsyncRedisStore("redis://127.0.0.1:1"))  # type: ignore[arg-type]
