@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Collection, Dict, List, Mapping, Optional, Tuple
 
 from . import _log, _validate
 from ._core import settings_of
@@ -263,9 +263,7 @@ def block_values(block: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     doomloop's own switches are off."""
     block = block or {}
     path = "tools.loopDetection"
-    for key in block:
-        if key not in _BLOCK_KEYS:
-            _log.warning("loop-detection config: %s.%s is not a known key; ignored", path, key)
+    _warn_unknown(path, block, _BLOCK_KEYS)
     enabled = block.get("enabled")
     if enabled is not None and not isinstance(enabled, bool):
         # OpenClaw detects only on `enabled === true` and disables the guard only on
@@ -277,14 +275,22 @@ def block_values(block: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
         values[name] = _lenient_number(f"{path}.{key}", key, block.get(key), _SETTINGS[name][0])
     detectors = block.get("detectors")
     detectors = detectors if isinstance(detectors, Mapping) else {}
+    _warn_unknown(f"{path}.detectors", detectors, _DETECTORS)
     for key, name in _DETECTORS.items():
         values[name] = _lenient_bool(f"{path}.detectors.{key}", detectors.get(key), _SETTINGS[name][0])
     guard = block.get("postCompactionGuard")
     guard = guard if isinstance(guard, Mapping) else {}
+    _warn_unknown(f"{path}.postCompactionGuard", guard, _GUARD_KEYS)
     for key, name in _GUARD_KEYS.items():
         values[name] = _lenient_number(f"{path}.postCompactionGuard.{key}", key, guard.get(key), _SETTINGS[name][0])
     values.update(dict.fromkeys(_DOOMLOOP_ONLY, False))
     return values
+
+
+def _warn_unknown(path: str, mapping: Mapping[str, Any], known: Collection[str]) -> None:
+    for key in mapping:
+        if key not in known:
+            _log.warning("loop-detection config: %s.%s is not a known key; ignored", path, key)
 
 
 def to_block(values: Mapping[str, Any]) -> Dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import pytest
 
@@ -257,3 +257,18 @@ def test_config_copies_pickles_and_compares_by_value() -> None:
     assert repr(config) == "LoopDetectionConfig(enabled=None, warning_threshold=4)"
     with pytest.raises(AttributeError, match="immutable"):
         config.history_size = 3  # type: ignore[misc]
+
+
+def _doomloop_messages(caplog: pytest.LogCaptureFixture) -> List[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "doomloop" and r.levelno == logging.WARNING]
+
+
+def test_lenient_parsing_logs_unknown_keys_of_detectors_and_the_guard(caplog: pytest.LogCaptureFixture) -> None:
+    cfg = {"enabled": True, "detectors": {"pingPonk": False, "genericRepeat": False}, "postCompactionGuard": {"size": 9}}
+    with caplog.at_level(logging.WARNING, logger="doomloop"):
+        config = LoopDetectionConfig.from_openclaw(cfg, strict=False)
+    assert (config.ping_pong, config.generic_repeat, config.post_compaction_window_size) == (True, False, 3)
+    assert _doomloop_messages(caplog) == [
+        "loop-detection config: tools.loopDetection.detectors.pingPonk is not a known key; ignored",
+        "loop-detection config: tools.loopDetection.postCompactionGuard.size is not a known key; ignored",
+    ]
