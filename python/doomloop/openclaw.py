@@ -12,7 +12,14 @@ from . import _log, _validate
 from ._core import settings_of
 from .errors import ConfigError
 
-__all__ = ["block_values", "config_values", "normalize_agent_id", "resolve_openclaw_block", "to_block"]
+__all__ = [
+    "block_values",
+    "config_values",
+    "normalize_agent_id",
+    "resolve_openclaw_block",
+    "to_block",
+    "warn_if_detection_off",
+]
 
 # The engine's settings of LoopDetectionConfig: (default, largest accepted) by field.
 _SETTINGS = {name: (default, maximum) for name, default, _, maximum in settings_of("LoopDetectionConfig")}
@@ -291,6 +298,16 @@ def _warn_unknown(path: str, mapping: Mapping[str, Any], known: Collection[str])
     for key in mapping:
         if key not in known:
             _log.warning("loop-detection config: %s.%s is not a known key; ignored", path, key)
+
+
+def warn_if_detection_off(enabled: Optional[bool]) -> None:
+    """Log that a config read from OpenClaw detects nothing when it leaves ``enabled`` unset:
+    OpenClaw's default, and otherwise a silent trap (calls are recorded, no loop is ever found)."""
+    if enabled is None:
+        _log.warning(
+            "loop-detection config: tools.loopDetection.enabled is not true, so no loop is detected"
+            ' (OpenClaw\'s default); set "enabled": true in the block to turn detection on'
+        )
 
 
 def to_block(values: Mapping[str, Any]) -> Dict[str, Any]:
