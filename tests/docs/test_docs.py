@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
+from redis_helpers import server_url
 from support import DOCS, README, ROOT, code_blocks
 
 PAGES = sorted(DOCS.glob("*.md"))
@@ -109,6 +110,23 @@ def test_ci_gate_fails_an_unhealthy_loop(capsys: pytest.CaptureFixture[str]) -> 
         run_example(path, line, unhealthy)
     assert exit_info.value.code == 1
     assert capsys.readouterr().out.startswith("Loop unhealthy: Converged in 1 iteration(s).")
+
+
+def test_redis_example_without_a_server_shares_through_a_memory_store(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("DOOMLOOP_REDIS_URL", raising=False)
+    run_example(*example_containing(DOCS / "gateway.md", "store_b = RedisStore(url"))
+    assert capsys.readouterr().out == "replica B warned on the 11th call, its session shared through MemoryStore\n"
+
+
+def test_redis_example_with_a_server_shares_through_redis(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with server_url() as url:
+        monkeypatch.setenv("DOOMLOOP_REDIS_URL", url)
+        run_example(*example_containing(DOCS / "gateway.md", "store_b = RedisStore(url"))
+    assert capsys.readouterr().out == "replica B warned on the 11th call, its session shared through RedisStore\n"
 
 
 # --- links ------------------------------------------------------------------------------------
