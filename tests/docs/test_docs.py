@@ -129,6 +129,35 @@ def test_redis_example_with_a_server_shares_through_redis(
     assert capsys.readouterr().out == "replica B warned on the 11th call, its session shared through RedisStore\n"
 
 
+@pytest.mark.parametrize(
+    ("with_redis", "closed_at_shutdown"),
+    [(False, True), (True, True), (True, False)],
+    ids=["memory store", "redis", "redis, never closed"],
+)
+def test_the_fastapi_example_serves_one_session_from_two_event_loops(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], with_redis: bool, closed_at_shutdown: bool
+) -> None:
+    # Its store is made when the example's module runs, before any loop: then two
+    # asyncio.run loops serve requests through the app's lifespan. Without the lifespan's
+    # aclose too: an AsyncRedisStore used to hand the second loop the first one's connections
+    # ("attached to a different loop", then "Event loop is closed").
+    path, line, code = example_containing(DOCS / "gateway.md", "FastAPI(lifespan=lifespan)")
+    if not closed_at_shutdown:
+        unclosed = code.replace("await store.aclose()", "pass")
+        assert unclosed != code
+        code = unclosed
+    example = (path, line, code)
+    if with_redis:
+        with server_url() as url:
+            monkeypatch.setenv("DOOMLOOP_REDIS_URL", url)
+            run_example(*example)
+    else:
+        monkeypatch.delenv("DOOMLOOP_REDIS_URL", raising=False)
+        run_example(*example)
+    store = "AsyncRedisStore" if with_redis else "MemoryStore"
+    assert capsys.readouterr().out == f"two event loops served one session through {store}: blocked at call 21\n"
+
+
 # --- links ------------------------------------------------------------------------------------
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
