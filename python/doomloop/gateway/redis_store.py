@@ -24,6 +24,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Generator, NamedTuple, Optional, Tuple, TypeVar, Union, cast
 from urllib.parse import urlsplit
 
+from .._extras import install_hint
 from ..errors import ConfigError, StoreCorrupt, StoreUnavailable
 from .store import (
     AsyncKeyTurns,
@@ -365,7 +366,7 @@ def _check_url(owner: str, url: object) -> Tuple[str, str]:
 
 
 def _redis_missing(error: ImportError) -> ImportError:
-    missing = ImportError("a Redis store needs redis-py: pip install 'doomloop[redis]'")
+    missing = ImportError(f"a Redis store needs redis-py: {install_hint('redis')}")
     missing.__cause__ = error
     return missing
 
