@@ -66,6 +66,18 @@ def test_readme_set_up_commands() -> None:
     assert commands[:2] == ["pip install . && python -m doomloop", "bash .ci/run"]
 
 
+def test_ci_runs_in_a_venv_of_its_own_and_tests_a_clone() -> None:
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    code = [line.strip() for line in script.splitlines() if not line.strip().startswith("#")]
+    venv = 'python3 -m venv "$work/ci-venv"'
+    assert venv in code and 'py="$work/ci-venv/bin/python"' in code
+    after_venv = code[code.index(venv) :]
+    # Nothing after it installs or runs Python tools with the caller's interpreter.
+    assert not [line for line in after_venv if re.search(r"\bpython3 -m (pip|pytest|maturin|ruff|auditwheel)\b", line)]
+    clone = 'git clone --quiet "$root" "$work/alone/doomloop"'
+    assert code.index(clone) < code.index('cd "$work/alone/doomloop"') < code.index('"$py" -m pytest')
+
+
 def test_demo_runs() -> None:
     out = subprocess.run([sys.executable, "-m", "doomloop"], capture_output=True, text=True, check=True, timeout=60)
     assert "repeated_action: Same action repeated 3 times -> retry_different" in out.stdout
