@@ -66,6 +66,21 @@ def test_readme_set_up_commands() -> None:
     assert commands[:2] == ["pip install . && python -m doomloop", "bash .ci/run"]
 
 
+def test_readme_sets_up_in_a_virtual_environment() -> None:
+    text = README.read_text(encoding="utf-8")
+    set_up = text.split("## Set up\n", 1)[1].split("\n## ", 1)[0]
+    assert "`python3 -m venv .venv`" in set_up and "`. .venv/bin/activate`" in set_up
+    # The wheel builds are the developers' business: docs/development.md has them.
+    assert "## Wheels" not in text and "## Wheels\n" in (DOCS / "development.md").read_text(encoding="utf-8")
+
+
+def test_development_page_gives_the_quick_loop() -> None:
+    blocks = re.findall(r"```bash\n(.*?)\n```", (DOCS / "development.md").read_text(encoding="utf-8"), flags=re.S)
+    commands = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
+    quick_loop = ["python3 -m venv .venv && . .venv/bin/activate", 'pip install -e ".[test]"', 'python -m pytest -m "not stress"']
+    assert commands[:3] == quick_loop
+
+
 def test_ci_runs_in_a_venv_of_its_own_and_tests_a_clone() -> None:
     script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     code = [line.strip() for line in script.splitlines() if not line.strip().startswith("#")]
