@@ -1,11 +1,12 @@
 """Settings of tool-call loop detection: :class:`LoopDetectionConfig` (reading and writing
-OpenClaw's ``tools.loopDetection`` block is :mod:`doomloop.openclaw`'s)."""
+OpenClaw's ``tools.loopDetection`` block is :mod:`doomloop.integrations.openclaw`'s)."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional
 
-from . import _validate, openclaw
+from . import _validate
+from .integrations import openclaw
 from ._settings import Settings, defaults
 
 __all__ = ["LoopDetectionConfig"]
@@ -20,8 +21,14 @@ class LoopDetectionConfig(Settings):
     ``enabled`` key) records calls and outcomes and keeps the post-compaction guard on but
     never detects; ``False`` turns detection and the guard off (outcomes are still recorded).
     A Python-native config defaults to ``True``; :meth:`from_openclaw` keeps OpenClaw's
-    default (unset). Thresholds need not be ordered here: at run time ``critical`` is raised
-    to ``warning + 1`` and ``global`` to ``critical + 1`` where needed, with a logged warning.
+    default (unset).
+
+    The thresholds must be ordered, ``warning_threshold < critical_threshold <
+    global_circuit_breaker_threshold``: otherwise :class:`~doomloop.ConfigError` names the
+    two fields and their values. OpenClaw's configuration (the three switches below all off,
+    as :meth:`from_openclaw` reads it) keeps OpenClaw's rule instead: at run time
+    ``critical`` is raised to ``warning + 1`` and ``global`` to ``critical + 1`` where
+    needed, with a logged warning.
 
     The last three switches are doomloop's, not OpenClaw's: ``hash_plain_results`` (a result
     mapping with neither ``content`` nor ``details`` hashes by its value, not as OpenClaw's

@@ -10,10 +10,11 @@ __all__ = ["Run", "Step"]
 
 @dataclass(frozen=True)
 class Step:
-    """One tool call of a run, with the assistant message that carried it and its result.
+    """One step of a run: a tool call (with the assistant message that carried it and its
+    result), a user message, an assistant message or a compaction.
 
     Attributes:
-        tool: the tool's name.
+        tool: the tool's name (kind ``"tool"``).
         arguments: the call's arguments, parsed from JSON (usually a dict); the raw string
             when it is not valid JSON.
         call_id: the tool call's id, if the trace has one.
@@ -24,15 +25,21 @@ class Step:
             ``<returncode>N</returncode>``; None when the result has none.
         is_error: the call failed: a nonzero return code, or a result that reports the
             tool could not run (``<exception>...``).
+        kind: ``"tool"``, ``"user"``, ``"assistant"`` or ``"compaction"``.
+        text: the message's text (kinds ``"user"`` and ``"assistant"``).
+        error: the error the call failed with, when the trace records one apart from results.
     """
 
-    tool: str
+    tool: Optional[str]
     arguments: Any
     call_id: Optional[str]
     thought: Optional[str]
     result_text: Optional[str]
     returncode: Optional[int]
     is_error: bool
+    kind: str = "tool"
+    text: Optional[str] = None
+    error: Optional[str] = None
 
 
 @dataclass(frozen=True)

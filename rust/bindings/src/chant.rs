@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use doomloop_engine::chant::{
-    chant_snapshot, restore_chant, Chant, ChantConfig, ChantEvent, ChantStream, HashKey, TextInput, Token,
+    chant_snapshot, restore_chant, Chant, ChantConfig, ChantEvent, ChantStream, HashKey, TextInput, Token, CHANT,
 };
-use doomloop_engine::settings::{Value, CHANT};
+use doomloop_engine::settings::Value;
 use numpy::ndarray::s;
 use numpy::{Element, PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};

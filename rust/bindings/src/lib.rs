@@ -33,7 +33,7 @@ mod _core {
     const MAX_CYCLE_REPEATS: u64 = doomloop_engine::session::MAX_CYCLE_REPEATS;
 
     #[pymodule_export]
-    const MAX_THRESHOLD: u64 = doomloop_engine::settings::MAX_THRESHOLD;
+    const MAX_THRESHOLD: u64 = doomloop_engine::tool_loop::MAX_THRESHOLD;
 
     #[pymodule_export]
     use crate::tool_loop::{
@@ -41,10 +41,10 @@ mod _core {
     };
 
     #[pymodule_export]
-    const MAX_HISTORY_SIZE: u64 = doomloop_engine::settings::MAX_HISTORY_SIZE;
+    const MAX_HISTORY_SIZE: u64 = doomloop_engine::tool_loop::MAX_HISTORY_SIZE;
 
     #[pymodule_export]
-    const MAX_GUARD_WINDOW: u64 = doomloop_engine::settings::MAX_GUARD_WINDOW;
+    const MAX_GUARD_WINDOW: u64 = doomloop_engine::tool_loop::MAX_GUARD_WINDOW;
 
     #[pymodule_export]
     const COMPACTION_DETECTOR: &str = doomloop_engine::tool_loop::COMPACTION_DETECTOR;

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use doomloop_engine::fingerprint::{hash_action, hash_none, Canon, Sketch};
-use doomloop_engine::session::{Action, Finding, Session, SessionConfig};
-use doomloop_engine::settings::{shared, Value, SESSION};
+use doomloop_engine::session::{Action, Finding, Session, SessionConfig, SESSION};
+use doomloop_engine::settings::{shared, Value};
 use doomloop_engine::snapshot::SnapshotError;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;

@@ -8,11 +8,10 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use doomloop_engine::settings::{GUARD, TOOL_LOOP};
 use doomloop_engine::snapshot::Snapshot;
 use doomloop_engine::tool_loop::{
     compaction_message, CompactionGuard, Decision, Detector, Finding, GuardVerdict as EngineGuardVerdict, Level,
-    LoopConfig, NamedSession, COMPACTION_DETECTOR,
+    LoopConfig, NamedSession, COMPACTION_DETECTOR, GUARD, TOOL_LOOP,
 };
 use doomloop_engine::tool_result::{VETO_REASON, VETO_STATUS};
 use pyo3::exceptions::PyTypeError;

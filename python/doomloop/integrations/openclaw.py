@@ -8,9 +8,9 @@ import math
 import re
 from typing import Any, Collection, Dict, List, Mapping, Optional, Tuple
 
-from . import _log, _validate
-from ._core import settings_of
-from .errors import ConfigError
+from .. import _log, _validate
+from .._core import settings_of
+from ..errors import ConfigError
 
 __all__ = [
     "block_values",
