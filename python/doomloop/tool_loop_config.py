@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping, Optional
 
 from . import _validate
-from .integrations import openclaw
 from ._settings import Settings, defaults
+from .integrations import openclaw
 
 __all__ = ["LoopDetectionConfig"]
 
