@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from .enums import DoomLoopType as DoomLoopType, RecoveryAction as RecoveryAction
     from .events import LoopEvent as LoopEvent
     from .findings import Finding as Finding
-    from .monitor import Monitor as Monitor, ToolDecision as ToolDecision
     from .integrations.openclaw import normalize_agent_id as normalize_agent_id, resolve_openclaw_block as resolve_openclaw_block
+    from .monitor import Monitor as Monitor, ToolDecision as ToolDecision
     from .profile import Profile as Profile
     from .stream import (
         guard_chat_stream as guard_chat_stream,

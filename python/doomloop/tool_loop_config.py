@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping, Optional
 
 from . import _validate
-from .integrations import openclaw
 from ._settings import Settings, defaults
+from .integrations import openclaw
 
 __all__ = ["LoopDetectionConfig"]
 
@@ -104,14 +104,19 @@ class LoopDetectionConfig(Settings):
         unordered thresholds given in one block. ``strict=False`` applies OpenClaw's run-time
         rules: a bad value falls back to its default (logged), one above a cap is capped.
         ``cfg=None`` (no block at all) gives OpenClaw's defaults with ``enabled`` unset.
+        With ``enabled`` unset nothing is detected (OpenClaw's default): a warning saying so
+        is logged once, here.
         OpenClaw has no keys for doomloop's own switches (``cycle``, ``argument_churn``,
         ``hash_plain_results``): strict parsing rejects them as unknown keys, and every config
         read here has them off.
         """
         if cfg is None:
             _validate.boolean("LoopDetectionConfig.from_openclaw", "strict", strict)
-            return cls(**openclaw.block_values(None))
-        return cls(**openclaw.config_values(cfg, agent_id, strict))
+            config = cls(**openclaw.block_values(None))
+        else:
+            config = cls(**openclaw.config_values(cfg, agent_id, strict))
+        openclaw.warn_if_detection_off(config.enabled)
+        return config
 
     def to_openclaw(self) -> Dict[str, Any]:
         """The equivalent OpenClaw ``loopDetection`` block (``enabled`` left out when unset).

@@ -13,7 +13,7 @@ import pytest
 
 from doomloop import ChantConfig, DoomLoopConfig, LoopDetectionConfig, LoopEvent, Monitor, Profile, ToolLoopDetector
 from doomloop._core import RegistryEngine
-from doomloop.gateway import MemoryStore, SessionRegistry
+from doomloop.gateway import AsyncRedisStore, MemoryStore, SessionRegistry
 from support import FakeClock
 
 
@@ -248,3 +248,9 @@ def test_the_engine_is_built_whole_by_its_constructor() -> None:
     # A key too long for the engine's own check goes through the normaliser it was built with.
     registry.before_tool_call("é" * 300, "read", {})
     assert registry.get("é" * 300).tool_loop.history_len == 1
+
+
+def test_an_asyncio_store_is_refused_at_construction() -> None:
+    # Its update() is a coroutine no hook would await: refused here, naming the registry it needs.
+    with pytest.raises(TypeError, match="got AsyncRedisStore: an asyncio store needs AsyncSessionRegistry"):
+        SessionRegistry(store=AsyncRedisStore("redis://127.0.0.1:1"))  # type: ignore[arg-type]

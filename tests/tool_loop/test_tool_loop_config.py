@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 import pickle
-from typing import Any, Dict
+from typing import Any, Callable, Dict, List
 
 import pytest
 
@@ -336,3 +336,55 @@ def test_config_copies_pickles_and_compares_by_value() -> None:
     assert repr(config) == "LoopDetectionConfig(enabled=None, warning_threshold=4)"
     with pytest.raises(AttributeError, match="immutable"):
         config.history_size = 3  # type: ignore[misc]
+
+
+DETECTION_OFF = (
+    "loop-detection config: tools.loopDetection.enabled is not true, so no loop is detected"
+    ' (OpenClaw\'s default); set "enabled": true in the block to turn detection on'
+)
+
+
+def _doomloop_messages(caplog: pytest.LogCaptureFixture) -> List[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "doomloop" and r.levelno == logging.WARNING]
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda cfg: ToolLoopDetector.from_openclaw(cfg),
+        lambda cfg: LoopDetectionConfig.from_openclaw(cfg),
+        lambda cfg: LoopDetectionConfig.from_openclaw(cfg, strict=False),
+    ],
+    ids=["detector", "config", "lenient config"],
+)
+@pytest.mark.parametrize("cfg", [None, {}, {"warningThreshold": 3}, {"tools": {"loopDetection": {"historySize": 50}}}])
+def test_an_openclaw_config_without_enabled_logs_once_that_detection_is_off(
+    caplog: pytest.LogCaptureFixture, build: Callable[[Any], object], cfg: Any
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="doomloop"):
+        built = build(cfg)
+    assert _doomloop_messages(caplog) == [DETECTION_OFF]
+    if isinstance(built, ToolLoopDetector):
+        caplog.clear()
+        for _ in range(30):
+            assert not built.before_tool_call("read", {"p": 1}).blocked  # what the warning says
+        assert _doomloop_messages(caplog) == []  # once, at construction, not per call
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_an_openclaw_config_that_sets_enabled_logs_nothing(caplog: pytest.LogCaptureFixture, enabled: bool) -> None:
+    with caplog.at_level(logging.WARNING, logger="doomloop"):
+        ToolLoopDetector.from_openclaw({"enabled": enabled})
+        LoopDetectionConfig.from_openclaw({"tools": {"loopDetection": {"enabled": enabled}}})
+    assert _doomloop_messages(caplog) == []
+
+
+def test_lenient_parsing_logs_unknown_keys_of_detectors_and_the_guard(caplog: pytest.LogCaptureFixture) -> None:
+    cfg = {"enabled": True, "detectors": {"pingPonk": False, "genericRepeat": False}, "postCompactionGuard": {"size": 9}}
+    with caplog.at_level(logging.WARNING, logger="doomloop"):
+        config = LoopDetectionConfig.from_openclaw(cfg, strict=False)
+    assert (config.ping_pong, config.generic_repeat, config.post_compaction_window_size) == (True, False, 3)
+    assert _doomloop_messages(caplog) == [
+        "loop-detection config: tools.loopDetection.detectors.pingPonk is not a known key; ignored",
+        "loop-detection config: tools.loopDetection.postCompactionGuard.size is not a known key; ignored",
+    ]

@@ -5,6 +5,7 @@ docs/gateway.md."""
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Optional, TypeVar
 
 from .. import _log
@@ -71,7 +72,8 @@ class SessionRegistry(RegistryEngine):
         store: a shared :class:`~doomloop.gateway.Store` (``RedisStore``) so that replicas
             serving one session share its state; ``None`` keeps every session in this
             process only. With a store, each hook is one update of the session's blob (its
-            monitor's snapshot).
+            monitor's snapshot). An asyncio store (``AsyncRedisStore``) is a ``TypeError``: it
+            belongs to :class:`~doomloop.gateway.AsyncSessionRegistry`.
         on_event: ``callable(LoopEvent)`` for every event of every session's detectors,
             each carrying its session key (the hook for metrics and alerting).
         clock: seconds for the idle TTL (default ``time.monotonic``).
@@ -116,6 +118,10 @@ class SessionRegistry(RegistryEngine):
             raise ValueError(f"max_sessions must be a positive int, got {max_sessions!r}")
         if store is not None and not callable(getattr(store, "update", None)):
             raise TypeError(f"store must be a Store (with update()), got {type(store).__name__}")
+        if inspect.iscoroutinefunction(getattr(store, "update", None)):
+            # Its update() would return a coroutine no hook awaits: refused now, not at the first hook.
+            problem = f"store must be a sync Store, got {type(store).__name__}: an asyncio store needs AsyncSessionRegistry"
+            raise TypeError(problem)
         if clock is not None and not callable(clock):
             raise TypeError(f"clock must be a zero-argument callable returning seconds, got {type(clock).__name__}")
         on_event = checked_callback(on_event)
