@@ -418,6 +418,7 @@ class Monitor:
             "turn": self.turn,
             "answered": self._answered,
             "stretches": [[code, stretch, first, last] for (code, stretch), (first, last) in self._stretches.items()],
+            "extra": self._extra_state(),
         }
         parts = [json.dumps(header, separators=(",", ":")).encode(), self.tool_loop.to_bytes(), self.doom_loop.to_bytes()]
         parts.append(b"" if self.chant is None else self.chant.to_bytes())
@@ -445,9 +446,18 @@ class Monitor:
         self._restore_parts(header, tool, session, chant)
         return self
 
+    def _extra_state(self) -> Any:
+        """A subclass's own state, JSON-ready, carried by the snapshot (None here)."""
+        return None
+
+    def _restore_extra(self, extra: Any) -> None:
+        """Restore what :meth:`_extra_state` gave; raise ``ValueError``, ``TypeError`` or
+        ``KeyError`` for data it cannot read (a :class:`~doomloop.SnapshotError` then)."""
+
     def _reset(self) -> None:
-        """Start afresh, keeping the profile and options (the registries' afresh session)."""
-        Monitor.__init__(
+        """Start afresh, keeping the profile and options (the registries' afresh session); a
+        subclass's ``__init__`` takes the same arguments."""
+        type(self).__init__(
             self,
             self.profile,
             session_key=self.session_key,
@@ -465,6 +475,7 @@ class Monitor:
         try:
             step, turn, answered = int(header["step"]), int(header["turn"]), bool(header["answered"])
             stretches = {(str(code), stretch): [int(first), int(last)] for code, stretch, first, last in header["stretches"]}
+            extra = header.get("extra")
         except (KeyError, TypeError, ValueError) as error:
             raise SnapshotError(f"corrupt Monitor snapshot: bad header ({error})") from None
         options = {"on_event": self.on_event, "session_key": self.session_key}
@@ -475,12 +486,16 @@ class Monitor:
         self.step, self.turn, self._answered, self._answer_step = step, turn, answered, None
         self._run_id = None if turn == 0 else str(turn)
         self._stretches = stretches
+        try:
+            self._restore_extra(extra)
+        except (KeyError, TypeError, ValueError) as error:
+            raise SnapshotError(f"corrupt {type(self).__name__} snapshot: bad state ({error})") from None
 
     def __reduce__(self) -> Tuple[Any, ...]:
-        return (_restored, (self.to_bytes(), self.session_key, self.on_event, self._clock, self._tool_options))
+        return (_restored, (type(self), self.to_bytes(), self.session_key, self.on_event, self._clock, self._tool_options))
 
     def __copy__(self) -> Monitor:
-        return _restored(self.to_bytes(), self.session_key, self.on_event, self._clock, self._tool_options)
+        return _restored(type(self), self.to_bytes(), self.session_key, self.on_event, self._clock, self._tool_options)
 
     def __deepcopy__(self, memo: Dict[int, Any]) -> Monitor:
         return self.__copy__()
@@ -514,6 +529,7 @@ def _arguments(params: Any) -> Optional[str]:
 
 
 def _restored(
+    cls: type[Monitor],
     data: bytes,
     session_key: Optional[str],
     on_event: Optional[EventCallback],
@@ -521,7 +537,7 @@ def _restored(
     tool_options: Mapping[str, Any],
 ) -> Monitor:
     # Module-level, so pickle can name it.
-    return Monitor.from_bytes(data, session_key=session_key, on_event=on_event, clock=clock, tool_options=tool_options)
+    return cls.from_bytes(data, session_key=session_key, on_event=on_event, clock=clock, tool_options=tool_options)
 
 
 # A monitor's snapshot: a magic and version, then four parts, each its length (4 bytes,

@@ -7,7 +7,7 @@ import gc
 import inspect
 import threading
 import weakref
-from typing import List
+from typing import Any, List
 
 import pytest
 
@@ -254,3 +254,36 @@ def test_an_asyncio_store_is_refused_at_construction() -> None:
     # Its update() is a coroutine no hook would await: refused here, naming the registry it needs.
     with pytest.raises(TypeError, match="got AsyncRedisStore: an asyncio store needs AsyncSessionRegistry"):
         SessionRegistry(store=AsyncRedisStore("redis://127.0.0.1:1"))  # type: ignore[arg-type]
+
+
+class _Counting(Monitor):
+    """A monitor with state of its own, as an integration keeps: it travels in the snapshot."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.messages = 0
+
+    def _extra_state(self) -> Any:
+        return {"messages": self.messages}
+
+    def _restore_extra(self, extra: Any) -> None:
+        self.messages = int(extra["messages"])
+
+
+@pytest.mark.parametrize("store", [None, MemoryStore()], ids=["no store", "memory store"])
+def test_sessions_may_be_a_monitor_subclass_with_state_of_its_own(store: MemoryStore | None) -> None:
+    registry = SessionRegistry(store=store, monitor_class=_Counting)
+    other = SessionRegistry(store=store, monitor_class=_Counting)  # a second replica on the same store
+
+    def count(monitor: Monitor) -> int:
+        assert isinstance(monitor, _Counting)
+        monitor.messages += 1
+        return monitor.messages
+
+    assert [registry.apply("s", count) for _ in range(3)] == [1, 2, 3]
+    if store is not None:
+        assert other.apply("s", count) == 4 and registry.apply("s", count) == 5
+    with pytest.raises(TypeError, match="monitor_class"):
+        SessionRegistry(monitor_class=dict)  # type: ignore[arg-type]

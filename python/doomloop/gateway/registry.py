@@ -77,6 +77,9 @@ class SessionRegistry(RegistryEngine):
         on_event: ``callable(LoopEvent)`` for every event of every session's detectors,
             each carrying its session key (the hook for metrics and alerting).
         clock: seconds for the idle TTL (default ``time.monotonic``).
+        monitor_class: what each session is: :class:`~doomloop.Monitor` or a subclass that
+            keeps state of its own (an integration's; its snapshot carries it, see
+            ``Monitor._extra_state``).
         **tool_options: extension points of every :class:`~doomloop.ToolLoopDetector`.
 
     The hooks (:data:`HOOKS`) take the session key first. ``before_tool_call`` /
@@ -93,6 +96,7 @@ class SessionRegistry(RegistryEngine):
     """
 
     profile: Profile
+    monitor_class: type[Monitor]
     store: Optional[Store]
     on_event: Optional[EventCallback]
     _tool_options: Dict[str, Any]
@@ -106,6 +110,7 @@ class SessionRegistry(RegistryEngine):
         store: Optional[Store] = None,
         on_event: Optional[EventCallback] = None,
         clock: Optional[Callable[[], float]] = None,
+        monitor_class: type[Monitor] = Monitor,
         **tool_options: Any,
     ) -> SessionRegistry:
         # Everything is checked before the engine is built, and the engine is built whole.
@@ -125,6 +130,8 @@ class SessionRegistry(RegistryEngine):
         if clock is not None and not callable(clock):
             raise TypeError(f"clock must be a zero-argument callable returning seconds, got {type(clock).__name__}")
         on_event = checked_callback(on_event)
+        if not (isinstance(monitor_class, type) and issubclass(monitor_class, Monitor)):
+            raise TypeError(f"monitor_class must be Monitor or a subclass of it, got {monitor_class!r}")
         # Checked once: a bad extension point fails here, not in the first session.
         ToolLoopDetector(profile.tool_loop, **tool_options)
         # The engine calls back into the class's own methods (a subclass's, if it has them).
@@ -139,6 +146,7 @@ class SessionRegistry(RegistryEngine):
             shared=shared,
         )
         self.profile = profile
+        self.monitor_class = monitor_class
         self.store = store
         self.on_event = on_event
         self._tool_options = tool_options
@@ -155,7 +163,7 @@ class SessionRegistry(RegistryEngine):
         def _session(self, key: SessionKey) -> Monitor: ...
 
     def _new_session(self, key: str) -> Monitor:
-        return Monitor(self.profile, session_key=key, on_event=self.on_event, tool_options=self._tool_options)
+        return self.monitor_class(self.profile, session_key=key, on_event=self.on_event, tool_options=self._tool_options)
 
     def get(self, key: SessionKey) -> Optional[Monitor]:
         """The session's monitor, or None when the session has none here (nor in the store):
