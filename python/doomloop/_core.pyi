@@ -5,6 +5,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Tuple, 
 from typing_extensions import Self, disjoint_base, final
 
 from .chant import ChantEvent
+from .findings import Finding
 
 __all__ = [
     "CHANT_DETACH_THRESHOLD",
@@ -21,14 +22,17 @@ __all__ = [
     "MAX_HISTORY_SIZE",
     "MAX_REWALKS",
     "MAX_THRESHOLD",
+    "MonitorEngine",
     "RegistryEngine",
     "SessionEngine",
     "TextGuard",
     "ToolCallDecision",
+    "ToolDecision",
     "ToolLoopEngine",
     "ToolOutcome",
     "__version__",
     "_bind_errors",
+    "_bind_monitor",
     "check_settings",
     "fingerprint",
     "settings_of",
@@ -450,3 +454,61 @@ class TextGuard:
     ) -> TextGuard: ...
     def __iter__(self) -> TextGuard: ...
     def __next__(self) -> str: ...
+
+@final
+class ToolDecision:
+    """What :meth:`doomloop.Monitor.before_tool_call` decided about a call about to run
+    (immutable)."""
+
+    def __new__(cls, decision: ToolCallDecision, findings: list[Finding]) -> ToolDecision: ...
+    @property
+    def findings(self) -> list[Finding]:
+        """What the monitor found (empty when nothing)."""
+    @property
+    def decision(self) -> ToolCallDecision:
+        """The tool-loop detector's own decision."""
+    @property
+    def blocked(self) -> bool:
+        """A critical finding vetoes the call: do not run it; give the model :attr:`veto`."""
+    @property
+    def blocked_result(self) -> Optional[dict[str, Any]]:
+        """OpenClaw's veto result (a dict carrying the veto text) when blocked, else None."""
+    @property
+    def verdict(self) -> LoopVerdict:
+        """The tool-loop detector's verdict."""
+    @property
+    def veto(self) -> Optional[str]:
+        """The text the model sees instead of the call's result when blocked, else None."""
+
+def _bind_monitor(
+    on_verdict: Callable[[Any, ToolCallDecision, str, Any, int], ToolDecision],
+    on_after: Callable[[Any, ToolOutcome, str, Any, int], list[Finding]],
+) -> None:
+    """Hand the extension the monitor's finding builders (``doomloop.monitor`` calls it once)."""
+
+@disjoint_base
+class MonitorEngine:
+    """Rust state behind :class:`doomloop.Monitor` (use that class): its tool hooks, step
+    counter and run id."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self: ...
+    def _set_detectors(self, tool: ToolLoopEngine, session: SessionEngine) -> None: ...
+    step: int
+    """Steps recorded so far."""
+    _run_id: Optional[str]
+    def before_tool_call(self, tool: str, params: Any, *, call_id: Optional[str] = None) -> ToolDecision:
+        """The agent is about to call ``tool``: the tool-loop detector's decision, with its
+        verdict as a finding (a critical one vetoes the call)."""
+    def after_tool_call(
+        self,
+        tool: str,
+        params: Any,
+        *,
+        result: Any = None,
+        error: Any = None,
+        call_id: Optional[str] = None,
+        success: Optional[bool] = None,
+    ) -> list[Finding]:
+        """The call returned ``result`` or failed with ``error``: recorded by the tool-loop
+        detector and, as an action, by the session detector (``success`` defaults to
+        ``error is None``)."""

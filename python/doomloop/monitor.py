@@ -13,13 +13,14 @@ import json
 import struct
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from ._core import MonitorEngine, ToolDecision, _bind_monitor
 from .chant import ChantDetector, ChantEvent
 from .errors import SnapshotError
 from .events import checked_callback
 from .findings import CRITICAL, WARNING, Finding, shorten
 from .profile import Profile
 from .session import DoomLoopDetector
-from .tool_loop import GuardVerdict, LoopVerdict, ToolCallDecision, ToolLoopDetector
+from .tool_loop import GuardVerdict, ToolCallDecision, ToolLoopDetector, ToolOutcome
 
 if TYPE_CHECKING:
     from .events import EventCallback
@@ -37,47 +38,7 @@ _EPISODES = 16
 _PER_TOOL = frozenset({"generic_repeat", "known_poll_no_progress", "unknown_tool_repeat"})
 
 
-class ToolDecision:
-    """What :meth:`Monitor.before_tool_call` decided about a call about to run.
-
-    Attributes:
-        findings: what the monitor found (empty when nothing).
-        decision: the tool-loop detector's own :class:`~doomloop.ToolCallDecision`.
-    """
-
-    __slots__ = ("findings", "decision")
-
-    def __init__(self, decision: ToolCallDecision, findings: List[Finding]) -> None:
-        self.findings = findings
-        self.decision = decision
-
-    @property
-    def blocked(self) -> bool:
-        """A critical finding vetoes the call: do not run it, give the model :attr:`veto` (or
-        :attr:`blocked_result`) as its result."""
-        return self.decision.blocked
-
-    @property
-    def blocked_result(self) -> Optional[Dict[str, Any]]:
-        """OpenClaw's veto result (a dict carrying the veto text) when blocked, else None."""
-        return self.decision.blocked_result
-
-    @property
-    def verdict(self) -> LoopVerdict:
-        """The tool-loop detector's :class:`~doomloop.LoopVerdict`."""
-        return self.decision.verdict
-
-    @property
-    def veto(self) -> Optional[str]:
-        """The text the model sees instead of the call's result when blocked, else None."""
-        decision = self.decision
-        return decision.verdict.message if decision.blocked else None
-
-    def __repr__(self) -> str:
-        return f"ToolDecision(blocked={self.blocked}, findings={self.findings!r})"
-
-
-class Monitor:
+class Monitor(MonitorEngine):
     """One agent session: its session, tool-loop and chant detectors, fed by one method per
     thing the agent does.
 
@@ -98,6 +59,10 @@ class Monitor:
     its repeats to the turn (a new run). A monitor that never sees a user message (a headless
     agent) runs one turn throughout.
 
+    The tool hooks, :meth:`before_tool_call` and :meth:`after_tool_call`, are the engine's
+    (:class:`doomloop._core.MonitorEngine`): one Rust call each, which runs Python code only
+    when there is a finding to build.
+
     Thread-safe as its detectors are: each detector's update is atomic, but a monitor's
     methods are not atomic as a whole; serve one session from one thread or task at a time
     (a gateway registry does). :meth:`to_bytes` carries the whole monitor (the three
@@ -112,9 +77,7 @@ class Monitor:
         "tool_loop",
         "doom_loop",
         "chant",
-        "step",
         "turn",
-        "_run_id",
         "_clock",
         "_tool_options",
         "_answered",
@@ -130,7 +93,6 @@ class Monitor:
     tool_loop: ToolLoopDetector
     doom_loop: DoomLoopDetector
     chant: Optional[ChantDetector]
-    step: int
     turn: int
 
     def __init__(
@@ -156,12 +118,14 @@ class Monitor:
         self.tool_loop = ToolLoopDetector(profile.tool_loop, on_event=on_event, session_key=session_key, **self._tool_options)
         self.doom_loop = DoomLoopDetector(profile.session, clock=clock, on_event=on_event, session_key=session_key)
         self.doom_loop.start_session()
+        # The tool hooks are the engine's: one Rust call each, into these two detectors.
+        self._set_detectors(self.tool_loop, self.doom_loop)
         self.chant = None
         self.step = 0
         self.turn = 0
         # The tool-loop detector's run: the turn's number (None, its default run, before the
         # first user message).
-        self._run_id: Optional[str] = None
+        self._run_id = None
         # Whether the current answer's chant was already reported, and the step of the
         # answer being streamed (None when none is).
         self._answered = False
@@ -220,82 +184,14 @@ class Monitor:
         self.doom_loop.end_response()
         return self._session_findings([], step, None, None)
 
-    def before_tool_call(self, tool: str, params: Any, *, call_id: Optional[str] = None) -> ToolDecision:
-        """The agent is about to call ``tool``: the tool-loop detector's decision, with its
-        verdict as a finding (a critical one vetoes the call)."""
-        step = self.step
-        self.step = step + 1
-        run_id = self._run_id
-        # Keyword arguments cost the engine call a quarter more: pass only those given.
-        if run_id is None and call_id is None:
-            decision = self.tool_loop.before_tool_call(tool, params)
-        else:
-            decision = self.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=call_id)
-        verdict = decision.verdict
-        if verdict.level is None:
-            return ToolDecision(decision, [])
-        detector = verdict.detector or ""
-        action = "block" if decision.blocked else "retry_different"
-        finding = self._finding(
-            f"tool_loop.{detector}",
-            verdict.level,
-            "tool_loop",
-            action,
-            verdict.message or "",
-            step,
-            tool=tool,
-            evidence=_arguments(params),
-            count=verdict.count,
-            stretch=tool if detector in _PER_TOOL else None,
-        )
-        return ToolDecision(decision, [finding])
-
-    def after_tool_call(
-        self,
-        tool: str,
-        params: Any,
-        *,
-        result: Any = None,
-        error: Any = None,
-        call_id: Optional[str] = None,
-        success: Optional[bool] = None,
-    ) -> List[Finding]:
-        """The call returned ``result`` or failed with ``error``: recorded by the tool-loop
-        detector (and the post-compaction guard, when armed) and, as an action, by the
-        session detector. ``success`` defaults to ``error is None``; pass False for a result
-        that reports a failure (a nonzero exit status)."""
-        run_id = self._run_id
-        if error is None and run_id is None and call_id is None:
-            outcome = self.tool_loop.after_tool_call(tool, params, result=result)
-            self.doom_loop.record_action(tool, params, result, True if success is None else success)
-        else:
-            outcome = self.tool_loop.after_tool_call(
-                tool, params, result=result, error=error, run_id=run_id, tool_call_id=call_id
-            )
-            ok = error is None if success is None else success
-            self.doom_loop.record_action(tool, params, result if error is None else error, ok)
-        guard = outcome.guard
-        if guard is None or not guard.should_abort:
-            # The healthy path: nothing to build.
-            if not self.doom_loop.is_doom_loop():
-                return []
-            found: List[Finding] = []
-        else:
-            found = [self._guard_finding(guard, tool, params)]
-        return self._session_findings(found, self._call_step(), tool, params)
-
-    def _call_step(self) -> int:
-        # The step of the call being completed (its before_tool_call took it).
-        return self.step - 1 if self.step else 0
-
-    def _guard_finding(self, guard: GuardVerdict, tool: str, params: Any) -> Finding:
+    def _guard_finding(self, guard: GuardVerdict, tool: str, params: Any, step: int) -> Finding:
         return self._finding(
             "guard.compaction_loop",
             CRITICAL,
             "guard",
             "abort",
             guard.message or "",
-            self._call_step(),
+            step,
             tool=tool,
             evidence=_arguments(params),
             count=guard.count,
@@ -482,6 +378,7 @@ class Monitor:
         tool_loop = ToolLoopDetector.from_bytes(tool, **self._tool_options, **options)
         doom_loop = DoomLoopDetector.from_bytes(session, clock=self._clock, **options)
         self.tool_loop, self.doom_loop = tool_loop, doom_loop
+        self._set_detectors(tool_loop, doom_loop)
         self.chant = ChantDetector.from_bytes(chant, **options) if chant else None
         self.step, self.turn, self._answered, self._answer_step = step, turn, answered, None
         self._run_id = None if turn == 0 else str(turn)
@@ -503,6 +400,35 @@ class Monitor:
     def __repr__(self) -> str:
         key = "" if self.session_key is None else f"{self.session_key!r}, "
         return f"Monitor({key}profile={self.profile.name!r}, step={self.step}, turn={self.turn})"
+
+
+def _on_verdict(monitor: Monitor, decision: ToolCallDecision, tool: str, params: Any, step: int) -> ToolDecision:
+    # The engine's before_tool_call found a loop: its verdict as a finding.
+    verdict = decision.verdict
+    detector = verdict.detector or ""
+    finding = monitor._finding(
+        f"tool_loop.{detector}",
+        verdict.level or WARNING,
+        "tool_loop",
+        "block" if decision.blocked else "retry_different",
+        verdict.message or "",
+        step,
+        tool=tool,
+        evidence=_arguments(params),
+        count=verdict.count,
+        stretch=tool if detector in _PER_TOOL else None,
+    )
+    return ToolDecision(decision, [finding])
+
+
+def _on_after(monitor: Monitor, outcome: ToolOutcome, tool: str, params: Any, step: int) -> List[Finding]:
+    # The engine's after_tool_call saw the guard abort, or a session loop standing.
+    guard = outcome.guard
+    found = [] if guard is None or not guard.should_abort else [monitor._guard_finding(guard, tool, params, step)]
+    return monitor._session_findings(found, step, tool, params)
+
+
+_bind_monitor(_on_verdict, _on_after)
 
 
 def _recommended() -> Profile:

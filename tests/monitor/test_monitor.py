@@ -254,3 +254,18 @@ def test_bad_input_is_refused_clearly() -> None:
             Monitor.from_bytes(bad)
     with pytest.raises(TypeError, match="bytes"):
         Monitor.from_bytes("text")  # type: ignore[arg-type]
+
+
+def test_the_tool_hooks_refuse_bad_input_and_hand_out_fresh_lists() -> None:
+    monitor = Monitor()
+    with pytest.raises(TypeError):
+        monitor.before_tool_call(3, {})  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        monitor.after_tool_call("read", {}, result="x", success="yes")  # type: ignore[arg-type]
+    decision = monitor.before_tool_call("read", {"p": 1})
+    decision.findings.append("not mine")  # a caller's list: never another call's
+    assert decision.findings == [] and monitor.before_tool_call("read", {"p": 2}).findings == []
+    found = monitor.after_tool_call("read", {"p": 2}, result="x")
+    found.append("mine")
+    assert monitor.after_tool_call("read", {"p": 3}, result="y") == []
+    assert "ToolDecision(blocked=False, findings=[])" == repr(decision)

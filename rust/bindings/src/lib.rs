@@ -7,6 +7,7 @@ mod chant;
 mod chunks;
 mod errors;
 mod ffi;
+mod monitor;
 mod registry;
 mod session;
 mod settings;
@@ -21,6 +22,9 @@ mod _core {
 
     #[pymodule_export]
     use crate::errors::_bind_errors;
+
+    #[pymodule_export]
+    use crate::monitor::{_bind_monitor, MonitorEngine, ToolDecision};
 
     #[pymodule_export]
     use crate::registry::RegistryEngine;

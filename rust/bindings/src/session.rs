@@ -280,7 +280,7 @@ impl SessionEngine {
 
     /// Record one action and re-run the checks.
     #[pyo3(signature = (action_type, args, result, success, duration = None, metadata = None))]
-    fn record_action(
+    pub(crate) fn record_action(
         slf: &Bound<'_, Self>,
         action_type: &Bound<'_, PyAny>,
         args: &Bound<'_, PyAny>,
@@ -432,7 +432,7 @@ impl SessionEngine {
     }
 
     /// True exactly when `get_loop_type()` is not None.
-    fn is_doom_loop(slf: &Bound<'_, Self>) -> PyResult<bool> {
+    pub(crate) fn is_doom_loop(slf: &Bound<'_, Self>) -> PyResult<bool> {
         // A loop standing since the last evaluation is found again with no new episode.
         if slf.get().loop_stands.load(Ordering::SeqCst) {
             return Ok(true);

@@ -85,6 +85,30 @@ pub struct ToolCallDecision {
     blocked_result: Option<Py<PyDict>>,
 }
 
+impl ToolCallDecision {
+    /// Whether the verdict found a loop (a monitor reports it as a finding).
+    pub(crate) fn stuck(&self) -> bool {
+        self.verdict.get().stuck
+    }
+
+    pub(crate) fn is_blocked(&self) -> bool {
+        self.blocked
+    }
+
+    pub(crate) fn blocked_result(&self, py: Python<'_>) -> Option<Py<PyDict>> {
+        self.blocked_result.as_ref().map(|result| result.clone_ref(py))
+    }
+
+    pub(crate) fn verdict(&self, py: Python<'_>) -> Py<LoopVerdict> {
+        self.verdict.clone_ref(py)
+    }
+
+    /// The verdict's message (the veto text of a blocked call).
+    pub(crate) fn message(&self) -> Option<String> {
+        self.verdict.get().message.clone()
+    }
+}
+
 #[pymethods]
 impl ToolCallDecision {
     fn __repr__(&self) -> String {
@@ -137,6 +161,13 @@ pub struct ToolOutcome {
     is_error: bool,
     unknown_tool_name: Option<String>,
     guard: Option<Py<GuardVerdict>>,
+}
+
+impl ToolOutcome {
+    /// Whether the post-compaction guard stops the run on this outcome.
+    pub(crate) fn aborts(&self) -> bool {
+        self.guard.as_ref().is_some_and(|guard| guard.get().should_abort)
+    }
 }
 
 #[pymethods]

@@ -1,0 +1,280 @@
+//! `MonitorEngine`: the tool-call hooks of `doomloop.Monitor` (which subclasses it), one Rust
+//! call each. `before_tool_call` asks the session's tool-loop detector; `after_tool_call`
+//! records the outcome there and the action in the session detector, then asks whether a
+//! session loop stands. Python code runs only when there is something to report: the hooks
+//! handed over by `_bind_monitor` at import build the findings.
+
+use std::sync::{Mutex, OnceLock};
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
+
+use crate::ffi::lock;
+use crate::session::SessionEngine;
+use crate::tool_loop::{LoopVerdict, ToolCallDecision, ToolLoopEngine};
+
+/// What `before_tool_call` returns: the tool-loop detector's decision and the monitor's
+/// findings about it (immutable).
+#[pyclass(module = "doomloop._core", frozen)]
+pub struct ToolDecision {
+    decision: Py<ToolCallDecision>,
+    /// None for no finding: the healthy path allocates no list (each read of `findings` then
+    /// gives a fresh empty one, so no caller can change another's).
+    findings: Option<Py<PyList>>,
+}
+
+#[pymethods]
+impl ToolDecision {
+    #[new]
+    fn new(decision: Py<ToolCallDecision>, findings: Py<PyList>) -> Self {
+        ToolDecision {
+            decision,
+            findings: Some(findings),
+        }
+    }
+
+    /// What the monitor found (empty when nothing).
+    #[getter]
+    fn findings(&self, py: Python<'_>) -> Py<PyList> {
+        match &self.findings {
+            Some(findings) => findings.clone_ref(py),
+            None => PyList::empty(py).unbind(),
+        }
+    }
+
+    /// The tool-loop detector's own decision.
+    #[getter]
+    fn decision(&self, py: Python<'_>) -> Py<ToolCallDecision> {
+        self.decision.clone_ref(py)
+    }
+
+    /// A critical finding vetoes the call: do not run it; give the model `veto`.
+    #[getter]
+    fn blocked(&self) -> bool {
+        self.decision.get().is_blocked()
+    }
+
+    /// OpenClaw's veto result (a dict carrying the veto text) when blocked, else None.
+    #[getter]
+    fn blocked_result(&self, py: Python<'_>) -> Option<Py<PyDict>> {
+        self.decision.get().blocked_result(py)
+    }
+
+    /// The tool-loop detector's verdict.
+    #[getter]
+    fn verdict(&self, py: Python<'_>) -> Py<LoopVerdict> {
+        self.decision.get().verdict(py)
+    }
+
+    /// The text the model sees instead of the call's result when blocked, else None.
+    #[getter]
+    fn veto(&self) -> Option<String> {
+        let decision = self.decision.get();
+        if decision.is_blocked() {
+            decision.message()
+        } else {
+            None
+        }
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let findings = self.findings(py).into_bound(py).repr()?;
+        let blocked = if self.blocked() { "True" } else { "False" };
+        Ok(format!("ToolDecision(blocked={blocked}, findings={findings})"))
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.decision)?;
+        if let Some(findings) = &self.findings {
+            visit.call(findings)?;
+        }
+        Ok(())
+    }
+}
+
+/// The Python side of a monitor's tool hooks, handed over once at import.
+struct Hooks {
+    /// `(monitor, decision, tool, params, step) -> ToolDecision`: a verdict to report.
+    on_verdict: Py<PyAny>,
+    /// `(monitor, outcome, tool, params, step) -> list[Finding]`: a guard abort, or a session
+    /// loop that stands.
+    on_after: Py<PyAny>,
+}
+
+static HOOKS: OnceLock<Hooks> = OnceLock::new();
+
+/// Hand the extension the monitor's finding builders (`doomloop.monitor` calls it once).
+#[pyfunction]
+pub fn _bind_monitor(on_verdict: Py<PyAny>, on_after: Py<PyAny>) {
+    // A second call (a reloaded module) keeps the first hooks: they are the same functions.
+    let _ = HOOKS.set(Hooks { on_verdict, on_after });
+}
+
+fn hooks() -> PyResult<&'static Hooks> {
+    HOOKS
+        .get()
+        .ok_or_else(|| PyRuntimeError::new_err("doomloop.monitor was not imported (its hooks are not bound)"))
+}
+
+/// The detectors a monitor's tool hooks call, its step counter and its run id.
+#[derive(Default)]
+struct Parts {
+    tool: Option<Py<ToolLoopEngine>>,
+    session: Option<Py<SessionEngine>>,
+    step: u64,
+    run_id: Option<Py<PyString>>,
+}
+
+#[pyclass(module = "doomloop._core", subclass, frozen)]
+pub struct MonitorEngine {
+    parts: Mutex<Parts>,
+}
+
+/// What one tool hook works with, read under the lock.
+struct Hooked {
+    tool: Py<ToolLoopEngine>,
+    session: Py<SessionEngine>,
+    /// The step before the hook (`before_tool_call` takes the next one).
+    step: u64,
+    run_id: Option<Py<PyString>>,
+}
+
+impl MonitorEngine {
+    fn hooked(&self, py: Python<'_>, take_step: bool) -> PyResult<Hooked> {
+        let mut parts = lock(py, &self.parts);
+        let (Some(tool), Some(session)) = (&parts.tool, &parts.session) else {
+            return Err(PyRuntimeError::new_err(
+                "the monitor has no detectors (its __init__ did not run)",
+            ));
+        };
+        let hooked = Hooked {
+            tool: tool.clone_ref(py),
+            session: session.clone_ref(py),
+            step: parts.step,
+            run_id: parts.run_id.as_ref().map(|r| r.clone_ref(py)),
+        };
+        if take_step {
+            parts.step += 1;
+        }
+        Ok(hooked)
+    }
+}
+
+#[pymethods]
+impl MonitorEngine {
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
+        MonitorEngine {
+            parts: Mutex::new(Parts::default()),
+        }
+    }
+
+    /// Set the detectors the tool hooks call (the monitor's own, on construction and restore).
+    fn _set_detectors(&self, py: Python<'_>, tool: Py<ToolLoopEngine>, session: Py<SessionEngine>) {
+        let mut parts = lock(py, &self.parts);
+        parts.tool = Some(tool);
+        parts.session = Some(session);
+    }
+
+    /// Steps recorded so far.
+    #[getter]
+    fn step(&self, py: Python<'_>) -> u64 {
+        lock(py, &self.parts).step
+    }
+
+    #[setter]
+    fn set_step(&self, py: Python<'_>, step: u64) {
+        lock(py, &self.parts).step = step;
+    }
+
+    /// The tool-loop detector's run: the turn's number (None before the first user message).
+    #[getter(_run_id)]
+    fn run_id(&self, py: Python<'_>) -> Option<Py<PyString>> {
+        lock(py, &self.parts).run_id.as_ref().map(|r| r.clone_ref(py))
+    }
+
+    #[setter(_run_id)]
+    fn set_run_id(&self, py: Python<'_>, run_id: Option<Py<PyString>>) {
+        lock(py, &self.parts).run_id = run_id;
+    }
+
+    /// The agent is about to call `tool`: the tool-loop detector's decision, with its verdict
+    /// as a finding (a critical one vetoes the call).
+    #[pyo3(signature = (tool, params, *, call_id = None))]
+    fn before_tool_call(
+        slf: &Bound<'_, Self>,
+        tool: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
+        call_id: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let hooked = slf.get().hooked(py, true)?;
+        let run_id = hooked.run_id.as_ref().map(|r| r.bind(py).as_any());
+        let decision = ToolLoopEngine::before_tool_call(hooked.tool.bind(py), tool, params, run_id, call_id)?;
+        if !decision.get().stuck() {
+            let found = ToolDecision {
+                decision,
+                findings: None,
+            };
+            return Ok(Py::new(py, found)?.into_any());
+        }
+        hooks()?
+            .on_verdict
+            .call1(py, (slf, decision, tool, params, hooked.step))
+    }
+
+    /// The call returned `result` or failed with `error`: recorded by the tool-loop detector
+    /// (and the post-compaction guard, when armed) and, as an action, by the session
+    /// detector. `success` defaults to `error is None`.
+    #[pyo3(signature = (tool, params, *, result = None, error = None, call_id = None, success = None))]
+    fn after_tool_call(
+        slf: &Bound<'_, Self>,
+        tool: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
+        result: Option<&Bound<'_, PyAny>>,
+        error: Option<&Bound<'_, PyAny>>,
+        call_id: Option<&Bound<'_, PyAny>>,
+        success: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let hooked = slf.get().hooked(py, false)?;
+        let run_id = hooked.run_id.as_ref().map(|r| r.bind(py).as_any());
+        let outcome =
+            ToolLoopEngine::after_tool_call(hooked.tool.bind(py), tool, params, result, error, run_id, call_id)?;
+        let none = py.None().into_bound(py);
+        let recorded = error.or(result).unwrap_or(&none);
+        let ok = PyBool::new(py, success.unwrap_or(error.is_none()));
+        let session = hooked.session.bind(py);
+        SessionEngine::record_action(session, tool, params, recorded, ok.as_any(), None, None)?;
+        if !outcome.get().aborts() && !SessionEngine::is_doom_loop(session)? {
+            return Ok(PyList::empty(py).into_any().unbind());
+        }
+        // The step of the call being completed (its before_tool_call took it).
+        hooks()?
+            .on_after
+            .call1(py, (slf, outcome, tool, params, hooked.step.saturating_sub(1)))
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // Never wait for the lock here: a collection can run while it is held.
+        if let Ok(parts) = self.parts.try_lock() {
+            if let Some(tool) = &parts.tool {
+                visit.call(tool)?;
+            }
+            if let Some(session) = &parts.session {
+                visit.call(session)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        if let Ok(mut parts) = self.parts.try_lock() {
+            parts.tool = None;
+            parts.session = None;
+        }
+    }
+}
