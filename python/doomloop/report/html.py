@@ -83,28 +83,29 @@ def _timeline(report: SessionReport) -> Any:
     from plotly.subplots import make_subplots
 
     has_tokens = any(mark.tokens for mark in report.timeline)
+    # Fixed pixels per lane and for the token bars, whatever the number of lanes.
+    lanes = ["steps"] + [_lane(finding) for finding in report.findings]
+    lanes_px, tokens_px = 60 + 45 * len(set(lanes)), 170 if has_tokens else 0
     figure = make_subplots(
         rows=2 if has_tokens else 1,
         cols=1,
         shared_xaxes=True,
-        vertical_spacing=0.08,
-        row_heights=[0.7, 0.3] if has_tokens else [1.0],
+        vertical_spacing=0.12 if has_tokens else 0.0,
+        row_heights=[lanes_px, tokens_px] if has_tokens else [1.0],
     )
     inside = _inside(report)
     _step_marks(figure, report)
     _loop_spans(figure, report)
     if has_tokens:
         _tokens(figure, report, inside)
-    lanes = ["steps"] + [_lane(finding) for finding in report.findings]
     figure.update_yaxes(
         categoryorder="array", categoryarray=list(reversed(list(dict.fromkeys(lanes)))), row=1, col=1, automargin=True
     )
     figure.update_xaxes(title_text="step", row=2 if has_tokens else 1, col=1)
-    height = 230 + 34 * len(set(lanes)) + (170 if has_tokens else 0)
     figure.update_layout(
-        height=height,
+        height=lanes_px + tokens_px + 150,
         margin={"l": 20, "r": 20, "t": 30, "b": 40},
-        legend={"orientation": "h", "y": -0.25 if has_tokens else -0.35},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.12 if has_tokens else -0.3},
         hovermode="closest",
         template="plotly_white",
     )
@@ -152,7 +153,10 @@ def _loop_spans(figure: Any, report: SessionReport) -> None:
     for finding in report.findings:
         lane = _lane(finding)
         colour = _LEVEL_COLOURS.get(finding.level, "#444")
-        hover = f"{finding.code} {finding.level}: steps {finding.first_step}-{finding.last_step}, count {finding.count}"
+        hover = (
+            f"{finding.code} {finding.level}: steps {finding.first_step}-{finding.last_step}, "
+            f"first reported at step {finding.fired_step}, count {finding.count}"
+        )
         figure.add_trace(
             go.Scatter(
                 x=[finding.first_step - 0.4, finding.last_step + 0.4],
@@ -170,7 +174,7 @@ def _loop_spans(figure: Any, report: SessionReport) -> None:
         )
         figure.add_trace(
             go.Scatter(
-                x=[finding.last_step],
+                x=[finding.fired_step],
                 y=[lane],
                 mode="markers",
                 marker={"symbol": "diamond", "size": 13, "color": colour, "line": {"color": "#222", "width": 1}},

@@ -84,7 +84,8 @@ def _render_rich(stream: IO[str], reports: Sequence[SessionReport], summary: Sca
     for report in reports:
         if not report.looping:
             continue
-        table = Table(title=title(report), title_justify="left", caption=report.verdict, caption_justify="left")
+        console.print(Text(title(report), style="bold"), soft_wrap=True)
+        table = Table(caption=report.verdict, caption_justify="left")
         for column in COLUMNS:
             table.add_column(column, overflow="fold", no_wrap=column in ("code", "level", "steps", "count"))
         for finding in report.findings:

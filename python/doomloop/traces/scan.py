@@ -64,8 +64,9 @@ PathArg = Union[str, "os.PathLike[str]"]
 
 @dataclass(frozen=True)
 class LoopFinding:
-    """One loop in a session: a detector's findings of one code (and tool) over consecutive
-    steps, merged.
+    """One loop in a session: a detector's findings of one code over consecutive (or
+    overlapping) steps, merged; ``tool`` names the tools they named (at most three, joined by
+    ``", "``).
 
     Steps are numbered from 1, the session's first step (any kind: a user turn, an assistant
     message, a tool call, a compaction). ``count`` and ``level`` are the highest the
@@ -83,6 +84,8 @@ class LoopFinding:
     evidence: Optional[str]
     action: str
     message: str
+    fired_step: int
+    """The step at which the detector first reported the loop."""
     line: Optional[int] = None
     """The source line of the first step, when the reader knows it."""
 
@@ -98,6 +101,7 @@ class LoopFinding:
             "evidence": self.evidence,
             "action": self.action,
             "message": self.message,
+            "fired_step": self.fired_step,
             "line": self.line,
         }
 
@@ -481,7 +485,7 @@ class _Ledger:
         self.steps = 0
         self.recent: Deque[Tuple[int, int, Optional[int], Optional[float], Optional[int]]] = deque(maxlen=LOOKBACK)
         self.findings: List[LoopFinding] = []
-        self.open: Dict[Tuple[str, Optional[str]], int] = {}  # (code, tool) -> index in findings
+        self.open: Dict[str, int] = {}  # code -> index in findings of its latest loop
         self.loop_steps = 0
         self.loop_tokens: Optional[int] = None
         self.loop_seconds: Optional[float] = None
@@ -528,12 +532,13 @@ class _Ledger:
         last = min(max(self.session_step(finding.last_step), 1), index + 1)
         first = min(self.session_step(finding.first_step), last)
         self._count(first, last)
-        key = (finding.code, finding.tool)
-        at = self.open.get(key)
+        # One loop can name several tools (a ping-pong names each side in turn): its
+        # findings are one loop while their spans touch.
+        at = self.open.get(finding.code)
         if at is not None and first <= self.findings[at].last_step + 1:
             self.findings[at] = _merge(self.findings[at], finding, first, last)
             return
-        self.open[key] = len(self.findings)
+        self.open[finding.code] = len(self.findings)
         self.findings.append(
             LoopFinding(
                 code=finding.code,
@@ -546,6 +551,7 @@ class _Ledger:
                 evidence=finding.evidence,
                 action=finding.action,
                 message=finding.message,
+                fired_step=index + 1,
                 line=self._line(first),
             )
         )
@@ -582,12 +588,27 @@ def _merge(loop: LoopFinding, finding: Finding, first: int, last: int) -> LoopFi
         first_step=min(loop.first_step, first),
         last_step=max(loop.last_step, last),
         count=max(loop.count, finding.count),
-        tool=loop.tool,
+        tool=_tools(loop.tool, finding.tool),
         evidence=loop.evidence or finding.evidence,
         action=finding.action if higher else loop.action,
         message=finding.message if higher else loop.message,
+        fired_step=loop.fired_step,
         line=loop.line,
     )
+
+
+_MAX_TOOLS = 3
+
+
+def _tools(named: Optional[str], tool: Optional[str]) -> Optional[str]:
+    # The tools a loop named, in order, joined: at most a few (a loop of many tools is named
+    # by its first ones).
+    if tool is None or named is None:
+        return named or tool
+    tools = named.split(", ")
+    if tool in tools or len(tools) >= _MAX_TOOLS:
+        return named
+    return f"{named}, {tool}"
 
 
 def _union(spans: List[Tuple[int, int]], oldest: int) -> List[Tuple[int, int]]:
