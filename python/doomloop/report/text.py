@@ -95,7 +95,7 @@ def _render_rich(stream: IO[str], reports: Sequence[SessionReport], summary: Sca
         console.print(table)
         console.print()
     for number, line in enumerate(summary_lines(summary)):
-        console.print(Text(line, style="bold" if number == 0 else ""))
+        console.print(Text(line, style="bold" if number == 0 else ""), soft_wrap=True)
 
 
 def _console(console_type: Any, stream: IO[str]) -> Any:
