@@ -30,7 +30,7 @@ from doomloop.traces.scan import expand_paths, scan_run
 #   (a block of 2, three times); ping_pong warns at 10 (critical at 20).
 # - refund-policy: one answer at three turns -> repeated_response (3 alike in a row).
 # - size-exchange: an answer repeating a 40-character sentence 14 times -> a chant (window 32,
-#   6 repeats), which the session detector's response check reports as repeated_output too.
+#   6 repeats); the session detector's own scan of the answer is the same chant, reported once.
 # - migrate-orders-db: a status check five times, a compaction, four more -> identical_actions
 #   (3), and the post-compaction guard (3 calls) finds the loop persisted.
 # - add-version-flag, oncall-5xx-spike, change-address: healthy.
@@ -43,12 +43,17 @@ PLANTED: Dict[str, Set[str]] = {
     "oncall-5xx-spike": set(),
     "where-is-my-order": {"session.circular_plan", "tool_loop.ping_pong"},
     "refund-policy": {"session.repeated_output"},
-    "size-exchange": {"chant", "session.repeated_output"},
+    "size-exchange": {"chant"},
     "migrate-orders-db": {"session.repeated_action", "guard.compaction_loop"},
     "change-address": set(),
 }
-# The tool detector's levels, by its thresholds (warning 10, critical 20, unknown tool 10).
-TOOL_LEVELS = {
+# The levels: a session loop is a warning (reported, nothing stopped); the tool detector's by
+# its thresholds (warning 10, critical 20, unknown tool 10); a chant and the guard's abort are
+# critical.
+LEVELS = {
+    ("fix-nested-quotes", "session.repeated_action"): "warning",
+    ("size-exchange", "chant"): "critical",
+    ("migrate-orders-db", "guard.compaction_loop"): "critical",
     ("flaky-api-test", "tool_loop.generic_repeat"): "warning",
     ("deploy-web-1207", "tool_loop.known_poll_no_progress"): "warning",
     ("docs-question-0412", "tool_loop.unknown_tool_repeat"): "critical",
@@ -70,7 +75,7 @@ def test_demo_findings_are_the_planted_ones(demo: List[SessionReport]) -> None:
     found = {report.session_id: {finding.code for finding in report.findings} for report in demo}
     assert found == PLANTED
     levels = {(report.session_id, finding.code): finding.level for report in demo for finding in report.findings}
-    assert {key: levels[key] for key in TOOL_LEVELS} == TOOL_LEVELS
+    assert {key: levels[key] for key in LEVELS} == LEVELS
 
 
 def test_demo_has_three_formats(demo: List[SessionReport]) -> None:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LEVELS",
     "LOOKBACK",
+    "REPLAY_SEED",
     "SKIPS_KEPT",
     "TIMELINE_LIMIT",
     "TRACE_SUFFIXES",
@@ -42,6 +43,7 @@ __all__ = [
     "StepMark",
     "duration_text",
     "expand_paths",
+    "reproducible",
     "scan",
     "scan_file",
     "scan_run",
@@ -350,8 +352,8 @@ def scan(
             :data:`TRACE_SUFFIXES`, in sorted order) and ``"-"`` for standard input; one path
             or an iterable of them.
         profile: the :class:`~doomloop.Profile` every session's fresh
-            :class:`~doomloop.Monitor` is built with (None: the monitor's default, the
-            recommended profile).
+            :class:`~doomloop.Monitor` is built with (None: the recommended profile), with
+            the chant detector's key fixed (:func:`reproducible`).
         format: a name of :data:`doomloop.traces.FORMATS`, or ``"auto"`` to sniff each file.
         strict: a malformed line or record raises :class:`~doomloop.traces.TraceFormatError`
             instead of being skipped.
@@ -458,11 +460,11 @@ def scan_run(
     from ..monitor import Monitor
     from .replay import replay
 
-    monitor = Monitor(profile)
+    monitor = Monitor(reproducible(profile))
     ledger = _Ledger(timeline)
     tracked = Run(run.path, run.exit_status, ledger.track(run.steps, monitor))  # type: ignore[arg-type]
-    for index, finding in replay(tracked, monitor):
-        ledger.add(index, finding)
+    for replayed in replay(tracked, monitor):
+        ledger.add(replayed.step, replayed.finding)
     return SessionReport(
         source=source if source is not None else (run.source or "-"),
         session_id=run.session_id or run.run_id or f"#{number}",
@@ -474,6 +476,22 @@ def scan_run(
         loop_seconds=ledger.loop_seconds,
         timeline=tuple(ledger.timeline),
     )
+
+
+REPLAY_SEED = 0
+"""The chant detector's hash key in a scan whose profile leaves it random."""
+
+
+def reproducible(profile: Optional[Profile]) -> Profile:
+    """``profile`` (default: the recommended one) with the chant detector's key fixed to
+    :data:`REPLAY_SEED` unless it fixes one itself. A live detector's key is secret and random,
+    so which window of a chant it reports can differ from one detector to the next; a scan
+    replays recorded text, and fixes the key so the same trace gives the same report in every
+    process, on every machine and every time."""
+    from ..profile import Profile
+
+    profile = Profile.recommended() if profile is None else profile
+    return profile if profile.chant.seed is not None else profile.replace(chant={"seed": REPLAY_SEED})
 
 
 class _Ledger:
