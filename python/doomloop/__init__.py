@@ -10,10 +10,14 @@ TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from .chant import ChantDetector as ChantDetector, ChantEvent as ChantEvent, ChantingDetected as ChantingDetected
+    from .chant_config import ChantConfig as ChantConfig
     from .enums import DoomLoopType as DoomLoopType, RecoveryAction as RecoveryAction
     from .errors import ConfigError as ConfigError, DoomLoopError as DoomLoopError, SnapshotError as SnapshotError
     from .events import LoopEvent as LoopEvent
+    from .findings import Finding as Finding
+    from .monitor import Monitor as Monitor, ToolDecision as ToolDecision
     from .openclaw import normalize_agent_id as normalize_agent_id, resolve_openclaw_block as resolve_openclaw_block
+    from .profile import Profile as Profile
     from .stream import (
         guard_chat_stream as guard_chat_stream,
         guard_chat_stream_async as guard_chat_stream_async,
@@ -46,10 +50,15 @@ _EXPORTS = {
     "ChantDetector": "chant",
     "ChantEvent": "chant",
     "ChantingDetected": "chant",
+    "ChantConfig": "chant_config",
     "DoomLoopError": "errors",
     "ConfigError": "errors",
     "SnapshotError": "errors",
     "LoopEvent": "events",
+    "Finding": "findings",
+    "Monitor": "monitor",
+    "ToolDecision": "monitor",
+    "Profile": "profile",
     "normalize_agent_id": "openclaw",
     "resolve_openclaw_block": "openclaw",
     "guard_chat_stream": "stream",

@@ -48,6 +48,7 @@ from .enums import DoomLoopType
 from .events import LoopEvent, checked_callback, log_extra
 
 if TYPE_CHECKING:
+    from .chant_config import ChantConfig
     from .events import EventCallback
 
 __all__ = ["CHANT_DETACH_THRESHOLD", "ChantDetector", "ChantEvent", "ChantingDetected"]
@@ -158,6 +159,7 @@ class ChantDetector(Snapshots, ChantEngine):
 
     on_event: Optional[EventCallback]
     session_key: Optional[str]
+    _settings: Tuple[Any, ...]
 
     def __new__(
         cls,
@@ -181,7 +183,15 @@ class ChantDetector(Snapshots, ChantEngine):
         )
         self.on_event = on_event
         self.session_key = session_key
+        self._settings = settings
         return self
+
+    @property
+    def config(self) -> ChantConfig:
+        """The detector's options as a :class:`~doomloop.ChantConfig`."""
+        from .chant_config import ChantConfig
+
+        return ChantConfig(*self._settings)
 
     # Snapshots: its settings are its keyword arguments, in the engine table's order.
     _SNAPSHOT_OPTIONS = frozenset({"on_event", "session_key"})

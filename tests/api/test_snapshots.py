@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import pickle
-from pathlib import Path
 from typing import Any, List, Tuple
 
 import pytest

@@ -16,8 +16,9 @@ records, and what the detectors would have said about them.
 - :func:`scan` replays every session of trace files through a fresh :class:`~doomloop.Monitor`
   and yields a :class:`SessionReport` per session, with a :class:`ScanSummary`;
   :func:`scan_file` scans one file (``doomloop scan``, docs/scan.md).
-- :func:`replay` feeds a run to a :class:`Detectors` bundle as a gateway would and yields
-  every :class:`Finding`; :func:`first_findings` keeps each detector's first.
+- :func:`replay` feeds a run to a :class:`~doomloop.Monitor` as a gateway would and yields
+  every :class:`~doomloop.Finding` with the step it was raised at (:class:`Replayed`);
+  :func:`first_findings` keeps the first of each kind.
 
 The command line and the integrations read traces through this package, so every consumer
 parses a trace the same way. The format of each reader is in ``docs/traces.md``. The standard
@@ -27,7 +28,7 @@ library suffices; orjson, when installed, decodes faster.
 from .errors import TraceFormatError
 from .formats import FORMATS, read, sniff
 from .records import Run, Step
-from .replay import CRITICAL, WARNING, Detectors, Finding, FirstFindings, first_findings, replay
+from .replay import CRITICAL, WARNING, FirstFindings, Replayed, first_findings, kind_of, replay
 from .runs import parse_result, parse_run, read_runs
 from .scan import FileScan, LoopFinding, ScanSummary, SessionReport, scan, scan_file
 from .source import MAX_LINE_BYTES
@@ -37,17 +38,17 @@ __all__ = [
     "FORMATS",
     "MAX_LINE_BYTES",
     "WARNING",
-    "Detectors",
     "FileScan",
-    "Finding",
     "FirstFindings",
     "LoopFinding",
+    "Replayed",
     "Run",
     "ScanSummary",
     "SessionReport",
     "Step",
     "TraceFormatError",
     "first_findings",
+    "kind_of",
     "parse_result",
     "parse_run",
     "read",
