@@ -510,32 +510,29 @@ class _Ledger:
         self.counted: List[Tuple[int, int]] = []  # merged spans already counted, within LOOKBACK
         self.keep_timeline = timeline
         self.timeline: List[StepMark] = []
-        self._last_time: Optional[float] = None
 
     def track(self, steps: Iterable[Step], monitor: Any) -> Iterator[Step]:
         """``steps``, noting each one as replay takes it (the monitor's step count then is
-        where the step begins)."""
+        where the step begins). Inlined: this runs once per step of every scanned session."""
+        append = self.recent.append
+        last = None  # the previous step's last timestamp
         for step in steps:
-            self.steps += 1
-            tokens = _tokens(step)
-            seconds = self._seconds(step)
-            self.recent.append((monitor.step, self.steps, tokens, seconds, step.line))
+            number = self.steps = self.steps + 1
+            given, produced = step.input_tokens, step.output_tokens
+            tokens = None if given is None and produced is None else (given or 0) + (produced or 0)
+            # A step's time runs from the previous step's last timestamp to its own: the
+            # model's turn that produced a call is part of what the call cost.
+            started, ended = step.started, step.ended
+            mark = ended if ended is not None else started
+            seconds = None
+            if mark is not None:
+                since = last if last is not None else (started if started is not None else mark)
+                seconds = mark - since if mark > since else 0.0
+                last = mark
+            append((monitor.step, number, tokens, seconds, step.line))
             if self.keep_timeline and len(self.timeline) < TIMELINE_LIMIT:
-                self.timeline.append(StepMark(self.steps, step.kind, step.tool, tokens, seconds))
+                self.timeline.append(StepMark(number, step.kind, step.tool, tokens, seconds))
             yield step
-
-    def _seconds(self, step: Step) -> Optional[float]:
-        # A step's time runs from the previous step's last timestamp to its own: the model's
-        # turn that produced a call is part of what the call cost.
-        mark = step.ended if step.ended is not None else step.started
-        if mark is None:
-            return None
-        if self._last_time is None:
-            since = step.started if step.started is not None else mark
-        else:
-            since = self._last_time
-        self._last_time = mark
-        return max(0.0, mark - since)
 
     def session_step(self, monitor_step: int) -> int:
         """The session step (from 1) holding a monitor step."""
@@ -641,12 +638,6 @@ def _union(spans: List[Tuple[int, int]], oldest: int) -> List[Tuple[int, int]]:
         else:
             merged.append((low, high))
     return merged
-
-
-def _tokens(step: Step) -> Optional[int]:
-    if step.input_tokens is None and step.output_tokens is None:
-        return None
-    return (step.input_tokens or 0) + (step.output_tokens or 0)
 
 
 def duration_text(seconds: float) -> str:
