@@ -125,7 +125,7 @@ def _profile(arguments: argparse.Namespace) -> Any:
 
 def _require_plotly() -> None:
     try:
-        import plotly  # noqa: F401
+        import plotly  # type: ignore[import-untyped]  # noqa: F401
     except ImportError:
         from ..errors import DoomLoopError
 

@@ -10,7 +10,7 @@ Needs plotly (the ``html`` extra) and sessions scanned with ``timeline=True``.
 from __future__ import annotations
 
 import html
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Set
 
 from ..traces.scan import TIMELINE_LIMIT, ScanSummary, SessionReport
 from .text import COLUMNS, row, summary_lines, title
@@ -31,7 +31,7 @@ th { background: #f4f4f4; } td.critical { color: #d62728; font-weight: bold; } t
 
 def render(reports: Sequence[SessionReport], summary: ScanSummary) -> str:
     """The page as a string."""
-    import plotly.io
+    import plotly.io  # type: ignore[import-untyped]
 
     looping = [report for report in reports if report.looping]
     healthy = [report for report in reports if not report.looping]
@@ -80,7 +80,7 @@ def _findings_table(report: SessionReport) -> str:
 
 
 def _timeline(report: SessionReport) -> Any:
-    from plotly.subplots import make_subplots
+    from plotly.subplots import make_subplots  # type: ignore[import-untyped]
 
     has_tokens = any(mark.tokens for mark in report.timeline)
     # Fixed pixels per lane and for the token bars, whatever the number of lanes.
@@ -125,7 +125,7 @@ def _inside(report: SessionReport) -> List[bool]:
 
 
 def _step_marks(figure: Any, report: SessionReport) -> None:
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # type: ignore[import-untyped]
 
     groups: Dict[str, List[Any]] = {}
     for mark in report.timeline:
@@ -149,7 +149,7 @@ def _step_marks(figure: Any, report: SessionReport) -> None:
 def _loop_spans(figure: Any, report: SessionReport) -> None:
     import plotly.graph_objects as go
 
-    shown = set()
+    shown: Set[str] = set()
     for finding in report.findings:
         lane = _lane(finding)
         colour = _LEVEL_COLOURS.get(finding.level, "#444")

@@ -665,7 +665,7 @@ def expand_paths(paths: Union[PathArg, Iterable[PathArg]]) -> List[str]:
                 raise FileNotFoundError(f"{name}: no such file or directory")
             files.append(name)
             continue
-        found = []
+        found: List[str] = []
         for root, dirs, names in os.walk(name):
             dirs[:] = [entry for entry in dirs if not entry.startswith(".")]
             found.extend(
