@@ -149,7 +149,7 @@ def _block(
     elif kind_of == "compaction":
         out.append(new_step(None, None, None, None, None, None, False, "compaction", content_text(block.get("content")), line=line))
     elif kind_of not in _QUIET_BLOCKS:
-        report(f"{where}: unknown block {kind_of!r} in a {role} message" if isinstance(block, dict) else f"{where}: expected an object, got {kind(block)}", line)
+        report(f"{where}: unknown block {kind_of!r}" if isinstance(block, dict) else f"{where}: expected an object, got {kind(block)}", line)
 
 
 def looks_like(value: Any) -> int:

@@ -60,6 +60,10 @@ def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: O
         if get("v") != VERSION:
             report(f"v: expected {VERSION}, got {get('v')!r}", line)
             continue
+        type_ = get("type")
+        if type_ not in TYPES:
+            report(f"type: unknown event type {type_!r}", line)
+            continue
         key = get("session")
         state = sessions.get(key)
         if state is None:
@@ -68,7 +72,6 @@ def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: O
                 continue
             run_id = get("run")
             state = sessions[key] = _Session(run_id if type(run_id) is str else None)
-        type_ = get("type")
         if type_ == "tool_call":
             tool = get("tool")
             call_id = get("call_id")
@@ -114,7 +117,7 @@ def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: O
             state.steps.append(step)
         elif type_ == "tool_result":
             _result(event, state, report, line)
-        elif type_ == "user" or type_ == "assistant" or type_ == "compaction":
+        elif type_ != "end":  # user, assistant, compaction
             text = get("text")
             if text is not None and type(text) is not str:
                 report(f"text: expected a string, got {kind(text)}", line)
@@ -122,13 +125,11 @@ def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: O
             given, produced = tokens(get("usage"))
             ts = _time(get("ts"), report, line)
             state.steps.append(new_step(None, None, None, None, None, None, False, type_, text, None, given, produced, ts, ts, line))
-        elif type_ == "end":
+        else:
             status = get("status")
             state.exit_status = status if type(status) is str else None
             del sessions[key]
             yield _run(key, state, source)
-        else:
-            report(f"type: unknown event type {type_!r}", line)
     for key, state in sessions.items():
         yield _run(key, state, source)
 
