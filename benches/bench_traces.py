@@ -52,8 +52,24 @@ def events_split(calls: int) -> bytes:
     """doomloop events, a tool_call line and a tool_result line per call."""
     lines = []
     for n in range(calls):
-        call = {"v": 1, "session": "s1", "type": "tool_call", "ts": 1764590400.0 + n, "call_id": f"call_{n}", "tool": "bash", "arguments": {"command": _COMMANDS[n % len(_COMMANDS)]}}
-        result = {"v": 1, "session": "s1", "type": "tool_result", "ts": 1764590400.5 + n, "call_id": f"call_{n}", "result": _OUTPUT, "returncode": 0}
+        call = {
+            "v": 1,
+            "session": "s1",
+            "type": "tool_call",
+            "ts": 1764590400.0 + n,
+            "call_id": f"call_{n}",
+            "tool": "bash",
+            "arguments": {"command": _COMMANDS[n % len(_COMMANDS)]},
+        }
+        result = {
+            "v": 1,
+            "session": "s1",
+            "type": "tool_result",
+            "ts": 1764590400.5 + n,
+            "call_id": f"call_{n}",
+            "result": _OUTPUT,
+            "returncode": 0,
+        }
         lines += [json.dumps(call), json.dumps(result)]
     return ("\n".join(lines) + "\n").encode()
 
@@ -62,16 +78,29 @@ def openai_chat(calls: int, per_conversation: int = 20) -> bytes:
     """OpenAI chat JSON Lines: one conversation of ``per_conversation`` calls per line."""
     lines = []
     for start in range(0, calls, per_conversation):
-        messages: list = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": f"Fix issue {start}."}]
+        messages: list = [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": f"Fix issue {start}."},
+        ]
         for n in range(start, min(calls, start + per_conversation)):
             arguments = json.dumps({"command": _COMMANDS[n % len(_COMMANDS)]})
-            messages.append({"role": "assistant", "content": "Let me look.", "tool_calls": [{"id": f"call_{n}", "type": "function", "function": {"name": "bash", "arguments": arguments}}]})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": "Let me look.",
+                    "tool_calls": [{"id": f"call_{n}", "type": "function", "function": {"name": "bash", "arguments": arguments}}],
+                }
+            )
             messages.append({"role": "tool", "tool_call_id": f"call_{n}", "content": _OUTPUT})
         lines.append(json.dumps({"messages": messages}))
     return ("\n".join(lines) + "\n").encode()
 
 
-INPUTS: Dict[str, Callable[[int], bytes]] = {"doomloop": events_inline, "doomloop-split": events_split, "openai-chat": openai_chat}
+INPUTS: Dict[str, Callable[[int], bytes]] = {
+    "doomloop": events_inline,
+    "doomloop-split": events_split,
+    "openai-chat": openai_chat,
+}
 
 
 @contextmanager

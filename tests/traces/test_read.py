@@ -78,7 +78,10 @@ def test_plain_messages_several_formats_share_are_ambiguous_and_the_error_lists_
 
 def test_a_later_record_with_a_mark_settles_an_ambiguous_start() -> None:
     plain = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
-    marked = [{"role": "user", "content": "ls"}, {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "ls", "arguments": "{}"}}]}]
+    marked = [
+        {"role": "user", "content": "ls"},
+        {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "ls", "arguments": "{}"}}]},
+    ]
     assert sniff(io.BytesIO(jsonl(plain, marked))) == "openai-chat"
 
 
@@ -125,7 +128,13 @@ def test_malformed_lines_are_reported_with_file_and_line_and_skipped(tmp_path: P
         jsonl(USER)
         + b"{not json\n"
         + b'{"v": 1, "type": "user", "text": "\xff"}\n'
-        + jsonl([1, 2], {"v": 2, "type": "user"}, {"v": 1, "type": "dance"}, call, {"v": 1, "session": "s", "type": "tool_result", "call_id": "zz"})
+        + jsonl(
+            [1, 2],
+            {"v": 2, "type": "user"},
+            {"v": 1, "type": "dance"},
+            call,
+            {"v": 1, "session": "s", "type": "tool_result", "call_id": "zz"},
+        )
     )
     skipped: List[TraceFormatError] = []
     (run,) = read(path, on_skip=skipped.append)
@@ -220,7 +229,9 @@ def test_stdin_is_read_as_dash() -> None:
 
 
 def test_a_document_larger_than_the_bound_is_reported_not_read() -> None:
-    document = json.dumps({"messages": [{"role": "user", "content": "x" * 200}, {"role": "assistant", "content": "y"}]}, indent=2).encode()
+    document = json.dumps(
+        {"messages": [{"role": "user", "content": "x" * 200}, {"role": "assistant", "content": "y"}]}, indent=2
+    ).encode()
     runs, skipped = collect(document, max_line_bytes=100)
     assert runs == [] and skipped[0].line is None and "JSON document longer than 100 bytes" in skipped[0].problem
     runs, skipped = collect(document, format="openai-chat")

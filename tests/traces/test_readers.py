@@ -100,7 +100,12 @@ def test_openai_chat_parallel_calls_results_by_id_and_usage_on_the_first() -> No
     paris, tokyo = weather.steps[1:3]
     assert (paris.call_id, paris.arguments, paris.result_text) == ("call_paris", {"city": "Paris"}, "Paris: 11C, rain")
     assert (paris.thought, paris.input_tokens, paris.output_tokens) == ("I'll check both cities at once.", 120, 48)
-    assert (tokyo.call_id, tokyo.result_text, tokyo.thought, tokyo.input_tokens) == ("call_tokyo", "Tokyo: 18C, clear", None, None)
+    assert (tokyo.call_id, tokyo.result_text, tokyo.thought, tokyo.input_tokens) == (
+        "call_tokyo",
+        "Tokyo: 18C, clear",
+        None,
+        None,
+    )
 
 
 def test_openai_chat_arguments_that_are_not_json_and_a_call_with_no_result() -> None:
@@ -116,7 +121,12 @@ def test_openai_chat_a_mini_swe_agent_trajectory_document() -> None:
     assert (run.exit_status, run.format) == ("Submitted", "openai-chat")
     assert kinds(run) == ["user", "tool:bash", "tool:bash", "tool:bash"]
     cat, failed, submit = run.steps[1:]
-    assert (cat.arguments, cat.returncode, cat.is_error, cat.thought) == ({"command": "cat setup.py"}, 0, False, "THOUGHT: Let me look at setup.py.")
+    assert (cat.arguments, cat.returncode, cat.is_error, cat.thought) == (
+        {"command": "cat setup.py"},
+        0,
+        False,
+        "THOUGHT: Let me look at setup.py.",
+    )
     assert (failed.returncode, failed.is_error) == (1, True)
     assert (submit.result_text, submit.line) == (None, None)  # a document has no lines
 
@@ -126,7 +136,10 @@ def test_openai_chat_steps_of_one_request_report_what_they_cannot_read() -> None
     messages = [
         {"role": "system", "content": "Be brief."},
         "not a message",
-        {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "ls", "arguments": "{}"}}, {"id": "c2", "function": {}}]},
+        {
+            "role": "assistant",
+            "tool_calls": [{"type": "function", "function": {"name": "ls", "arguments": "{}"}}, {"id": "c2", "function": {}}],
+        },
         {"role": "tool", "tool_call_id": "c9", "content": "orphan"},
         {"role": "tool", "content": "no id"},
         {"role": "critic", "content": "?"},
@@ -154,7 +167,11 @@ def test_openai_responses_request_and_response_lines_chain_into_one_run() -> Non
     assert kinds(weather) == ["user", "tool:get_weather", "tool:get_weather", "tool:get_weather"]
     assert [step.line for step in weather.steps] == [1, 2, 2, 4]
     paris, tokyo, retry = weather.steps[1:]
-    assert (paris.thought, paris.arguments, paris.result_text) == ("Checking both.", {"city": "Paris"}, '{"temp_c": 11, "sky": "rain"}')
+    assert (paris.thought, paris.arguments, paris.result_text) == (
+        "Checking both.",
+        {"city": "Paris"},
+        '{"temp_c": 11, "sky": "rain"}',
+    )
     assert (paris.input_tokens, paris.output_tokens, tokyo.input_tokens) == (95, 40, None)
     assert (tokyo.arguments, tokyo.result_text) == ('{"city":"Tokyo"', "error: invalid arguments")
     assert (retry.call_id, retry.result_text, retry.input_tokens, retry.output_tokens) == ("call_tokyo_2", None, 160, 18)
@@ -166,7 +183,7 @@ def test_openai_responses_steps_of_one_request() -> None:
     skipped: List[TraceFormatError] = []
     items = [
         {"role": "user", "content": "hi"},
-        {"type": "function_call", "call_id": "a", "name": "search", "arguments": "{\"q\": 1}"},
+        {"type": "function_call", "call_id": "a", "name": "search", "arguments": '{"q": 1}'},
         {"type": "function_call_output", "call_id": "a", "output": [{"type": "input_text", "text": "found"}]},
         {"type": "function_call", "name": "search", "arguments": "{"},
         {"type": "teleport"},
@@ -225,7 +242,7 @@ def test_anthropic_steps_of_one_request() -> None:
 
 
 def test_otlp_spans_out_of_order_become_steps_by_start_time_per_conversation() -> None:
-    weather, docs = runs_of("otlp.jsonl")
+    weather, _ = runs_of("otlp.jsonl")
     assert (weather.session_id, weather.format) == ("conv_weather", "otlp")  # from the invoke_agent span, on the last line
     assert [step.call_id for step in weather.steps] == ["call_paris", "call_tokyo", "call_forecast", "call_forecast_2"]
     assert [step.line for step in weather.steps] == [2, 1, 2, 3]
@@ -234,7 +251,11 @@ def test_otlp_spans_out_of_order_become_steps_by_start_time_per_conversation() -
     assert (paris.input_tokens, paris.output_tokens) == (120, 48)  # the chat span before it
     assert (paris.started, paris.ended) == (1764590401.1, 1764590401.9)
     assert (tokyo.arguments, tokyo.result_text, tokyo.input_tokens) == ({"city": "Tokyo"}, "Tokyo: 18C, clear", None)
-    assert (forecast.arguments, forecast.is_error, forecast.error) == ('{"city": "Paris", "days"', True, "arguments are not valid JSON")
+    assert (forecast.arguments, forecast.is_error, forecast.error) == (
+        '{"city": "Paris", "days"',
+        True,
+        "arguments are not valid JSON",
+    )
     assert (forecast.input_tokens, forecast.output_tokens) == (210, 22)
     assert (pending.result_text, pending.is_error) == (None, False)
 
@@ -243,7 +264,12 @@ def test_otlp_openinference_tool_spans_and_the_trace_id_as_the_session() -> None
     (_, docs) = runs_of("otlp.jsonl")
     assert docs.session_id == "0af7651916cd43dd8448eb211c80319c"
     first, second = docs.steps
-    assert (first.tool, first.call_id, first.arguments, first.result_text) == ("search_docs", "call_s1", {"query": "retry budget"}, "3 results")
+    assert (first.tool, first.call_id, first.arguments, first.result_text) == (
+        "search_docs",
+        "call_s1",
+        {"query": "retry budget"},
+        "3 results",
+    )
     assert (first.input_tokens, first.output_tokens) == (300, 25)  # llm.token_count.* of the LLM span
     assert (second.call_id, second.started) == (None, 1764590412.0)
 

@@ -26,7 +26,6 @@ from doomloop.traces import (
 )
 from support import CORPUS
 
-
 OK = "<returncode>0</returncode>\n<output>\nok\n</output>"
 
 

@@ -4,9 +4,10 @@ report of the per-request functions.
 
 A request log writes one request per line, and each request re-sends the conversation so
 far. So a record whose messages begin with the previous record's messages continues that
-record's run (its new messages are added): the run is the longest conversation, read once. The check is on the first and the last message the two have in common (constant
-time; a log of unrelated conversations that share their first message and the previous one's
-last is read as one). A re-sent message matches the logged one on its role and content, as a
+record's run (its new messages are added): the run is the longest conversation, read once.
+The check is on the first and the last message the two have in common (constant time; a log
+of unrelated conversations that share their first message and the previous one's last is
+read as one). A re-sent message matches the logged one on its role and content, as a
 request re-sends a response without its id and usage.
 """
 

@@ -20,8 +20,7 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from .decode import dumps, kind, tokens
-from .records import Run, Step, new_step
-from .records import _new, _set  # noqa: PLC2701 - the fast construction, inline in the loop
+from .records import Run, Step, _new, _set, new_step
 from .source import Report
 
 __all__ = ["NAME", "VERSION", "looks_like", "runs"]
@@ -65,18 +64,23 @@ def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: O
             report(f"type: unknown event type {type_!r}", line)
             continue
         key = get("session")
+        if key is not None and type(key) is not str:
+            report(f"session: expected a string, got {kind(key)}", line)
+            continue
         state = sessions.get(key)
         if state is None:
-            if key is not None and type(key) is not str:
-                report(f"session: expected a string, got {kind(key)}", line)
-                continue
             run_id = get("run")
             state = sessions[key] = _Session(run_id if type(run_id) is str else None)
         if type_ == "tool_call":
             tool = get("tool")
             call_id = get("call_id")
             if type(tool) is not str or (call_id is not None and type(call_id) is not str):
-                report(f"tool: expected a string, got {kind(tool)}" if type(tool) is not str else f"call_id: expected a string, got {kind(call_id)}", line)
+                report(
+                    f"tool: expected a string, got {kind(tool)}"
+                    if type(tool) is not str
+                    else f"call_id: expected a string, got {kind(call_id)}",
+                    line,
+                )
                 continue
             ts = get("ts")
             started = ts if ts is None or type(ts) is float else _time(ts, report, line)
@@ -124,7 +128,9 @@ def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: O
                 continue
             given, produced = tokens(get("usage"))
             ts = _time(get("ts"), report, line)
-            state.steps.append(new_step(None, None, None, None, None, None, False, type_, text, None, given, produced, ts, ts, line))
+            state.steps.append(
+                new_step(None, None, None, None, None, None, False, type_, text, None, given, produced, ts, ts, line)
+            )
         else:
             status = get("status")
             state.exit_status = status if type(status) is str else None
@@ -148,7 +154,21 @@ def _result(event: Dict[str, Any], state: _Session, report: Report, line: Option
     result, error, returncode, is_error = _outcome(event)
     ended = _time(event.get("ts"), report, line)
     state.steps[index] = new_step(
-        call.tool, call.arguments, call.call_id, call.thought, result, returncode, is_error, "tool", None, error, call.input_tokens, call.output_tokens, call.started, ended, call.line
+        call.tool,
+        call.arguments,
+        call.call_id,
+        call.thought,
+        result,
+        returncode,
+        is_error,
+        "tool",
+        None,
+        error,
+        call.input_tokens,
+        call.output_tokens,
+        call.started,
+        ended,
+        call.line,
     )
 
 

@@ -37,28 +37,28 @@ from .source import Report
 __all__ = ["NAME", "looks_like", "runs", "steps"]
 
 NAME = "openai-responses"
+# The name sets are tuples: the values tested come from the trace, and may be lists, which a
+# set cannot look up.
 _TEXT = ("input_text", "output_text", "text")
-_CALLS = frozenset(("function_call", "custom_tool_call"))
-_OUTPUTS = frozenset(("function_call_output", "custom_tool_call_output"))
-_QUIET = frozenset(
-    (
-        "reasoning",
-        "item_reference",
-        "web_search_call",
-        "file_search_call",
-        "computer_call",
-        "computer_call_output",
-        "code_interpreter_call",
-        "image_generation_call",
-        "local_shell_call",
-        "local_shell_call_output",
-        "mcp_call",
-        "mcp_list_tools",
-        "mcp_approval_request",
-        "mcp_approval_response",
-    )
+_CALLS = ("function_call", "custom_tool_call")
+_OUTPUTS = ("function_call_output", "custom_tool_call_output")
+_QUIET = (
+    "reasoning",
+    "item_reference",
+    "web_search_call",
+    "file_search_call",
+    "computer_call",
+    "computer_call_output",
+    "code_interpreter_call",
+    "image_generation_call",
+    "local_shell_call",
+    "local_shell_call_output",
+    "mcp_call",
+    "mcp_list_tools",
+    "mcp_approval_request",
+    "mcp_approval_response",
 )
-_MARKS = _CALLS | _OUTPUTS | frozenset(("message", "reasoning", "compaction"))
+_MARKS = _CALLS + _OUTPUTS + ("message", "reasoning", "compaction")
 # The key under which the readers keep a response's usage on its first output item.
 _USAGE = "\x00usage"
 
@@ -112,7 +112,20 @@ def _steps(items: List[Any], report: Report, line_of: Callable[[int], Optional[i
             arguments = maybe_json(item.get("arguments") if type_ == "function_call" else item.get("input"))
             thought, usage = (held[0], held[2]) if held is not None else (None, usage)
             given, produced = tokens(usage)
-            out.append(new_step(name, arguments, call_id, thought, result, returncode, is_error, input_tokens=given, output_tokens=produced, line=line))
+            out.append(
+                new_step(
+                    name,
+                    arguments,
+                    call_id,
+                    thought,
+                    result,
+                    returncode,
+                    is_error,
+                    input_tokens=given,
+                    output_tokens=produced,
+                    line=line,
+                )
+            )
             held = usage = None
             continue
         if held is not None:
@@ -184,7 +197,13 @@ def _follows(previous: Any, value: Any) -> bool:
 
 def _conversation_id(record: Dict[str, Any]) -> Optional[str]:
     conversation = record.get("conversation")
-    return optional_str(conversation, "id") if isinstance(conversation, dict) else conversation if isinstance(conversation, str) else None
+    return (
+        optional_str(conversation, "id")
+        if isinstance(conversation, dict)
+        else conversation
+        if isinstance(conversation, str)
+        else None
+    )
 
 
 def _conversation(value: Any, line: Optional[int], report: Report) -> Optional[Conversation]:

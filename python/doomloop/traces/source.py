@@ -60,7 +60,7 @@ def open_source(source: Source) -> Tuple[IO[bytes], str, Callable[[], None]]:
             stream: IO[bytes] = sys.stdin.buffer
         else:
             try:
-                stream = owned = open(name, "rb")  # noqa: SIM115 - closed by the returned close
+                stream = owned = open(name, "rb")  # closed by the returned close
             except OSError as error:
                 raise TraceFormatError(f"cannot read ({error.strerror or error})", name) from None
     elif isinstance(source, io.TextIOBase):
