@@ -64,6 +64,22 @@ SCENARIOS = {
         "           for i in range(1000)]",
         "params = pool[i % 1000]; before('read', params); after('read', params, result=results[i % 1000])",
     ),
+    "monitor_before": (
+        "Monitor.before_tool_call (1,000 distinct params, no loop)",
+        1,
+        20_000,
+        "m = doomloop.Monitor(); before = m.before_tool_call\n"
+        "pool = [{'command': f'ls {i}', 'cwd': '/w', 'timeout': 30} for i in range(1000)]",
+        "before('read', pool[i % 1000])",
+    ),
+    "tool_before": (
+        "ToolLoopDetector.before_tool_call (1,000 distinct params, no loop)",
+        1,
+        20_000,
+        "t = doomloop.ToolLoopDetector(); before = t.before_tool_call\n"
+        "pool = [{'command': f'ls {i}', 'cwd': '/w', 'timeout': 30} for i in range(1000)]",
+        "before('read', pool[i % 1000])",
+    ),
     "tool_session": (
         "the bare calls the 'monitor' measure makes: before_tool_call + after_tool_call, record_action +"
         " is_doom_loop under recommended()",

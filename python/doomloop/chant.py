@@ -75,6 +75,11 @@ class ChantEvent:
     """Characters or tokens consumed when the chant was confirmed."""
 
     @property
+    def message(self) -> str:
+        """The chant described in one line (what it logs, reports and raises)."""
+        return _message(self)
+
+    @property
     def loop_type(self) -> DoomLoopType:
         """Always :attr:`DoomLoopType.REPEATED_OUTPUT`."""
         return DoomLoopType.REPEATED_OUTPUT
@@ -100,7 +105,7 @@ class ChantingDetected(Exception):
 
 
 def _message(event: ChantEvent) -> str:
-    return f"model output is chanting: period {event.period}, {event.count} repeats from offset {event.start}"
+    return f"model output is a chant: period {event.period}, {event.count} repeats from offset {event.start}"
 
 
 def _chanted(detector: ChantDetector, event: ChantEvent) -> None:
@@ -109,7 +114,7 @@ def _chanted(detector: ChantDetector, event: ChantEvent) -> None:
     message = _message(event)
     _log.warning("%s", message, extra=log_extra(detector.session_key))
     if detector.on_event is not None:
-        detector.on_event(LoopEvent("chant", "chanting", "critical", event.count, message, session_key=detector.session_key))
+        detector.on_event(LoopEvent("chant", "chant", "critical", event.count, message, session_key=detector.session_key))
 
 
 class ChantDetector(Snapshots, ChantEngine):
@@ -126,7 +131,7 @@ class ChantDetector(Snapshots, ChantEngine):
             reproduced: detectors with the same seed and options report the same events at
             the same positions. Default: a secret random key per detector.
         on_event: ``callable(LoopEvent)`` called once per chant found (source ``"chant"``,
-            detector ``"chanting"``, level ``"critical"``, count the repeats), with the lock
+            detector ``"chant"``, level ``"critical"``, count the repeats), with the lock
             released; what it raises propagates to the caller of the feed that found it (the
             chant stays found).
         session_key: the gateway session this detector serves, carried by its events and,

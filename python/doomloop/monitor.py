@@ -19,7 +19,7 @@ from .events import checked_callback
 from .findings import CRITICAL, WARNING, Finding, shorten
 from .profile import Profile
 from .session import DoomLoopDetector
-from .tool_loop import LoopVerdict, ToolCallDecision, ToolLoopDetector
+from .tool_loop import GuardVerdict, LoopVerdict, ToolCallDecision, ToolLoopDetector
 
 if TYPE_CHECKING:
     from .events import EventCallback
@@ -264,34 +264,43 @@ class Monitor:
         detector (and the post-compaction guard, when armed) and, as an action, by the
         session detector. ``success`` defaults to ``error is None``; pass False for a result
         that reports a failure (a nonzero exit status)."""
-        step = self.step - 1 if self.step else 0
         run_id = self._run_id
         if error is None and run_id is None and call_id is None:
             outcome = self.tool_loop.after_tool_call(tool, params, result=result)
+            self.doom_loop.record_action(tool, params, result, True if success is None else success)
         else:
             outcome = self.tool_loop.after_tool_call(
                 tool, params, result=result, error=error, run_id=run_id, tool_call_id=call_id
             )
-        found: List[Finding] = []
+            ok = error is None if success is None else success
+            self.doom_loop.record_action(tool, params, result if error is None else error, ok)
         guard = outcome.guard
-        if guard is not None and guard.should_abort:
-            found.append(
-                self._finding(
-                    "guard.compaction_loop",
-                    CRITICAL,
-                    "guard",
-                    "abort",
-                    guard.message or "",
-                    step,
-                    tool=tool,
-                    evidence=_arguments(params),
-                    count=guard.count,
-                    stretch=tool,
-                )
-            )
-        ok = error is None if success is None else success
-        self.doom_loop.record_action(tool, params, result if error is None else error, ok)
-        return self._session_findings(found, step, tool, params)
+        if guard is None or not guard.should_abort:
+            # The healthy path: nothing to build.
+            if not self.doom_loop.is_doom_loop():
+                return []
+            found: List[Finding] = []
+        else:
+            found = [self._guard_finding(guard, tool, params)]
+        return self._session_findings(found, self._call_step(), tool, params)
+
+    def _call_step(self) -> int:
+        # The step of the call being completed (its before_tool_call took it).
+        return self.step - 1 if self.step else 0
+
+    def _guard_finding(self, guard: GuardVerdict, tool: str, params: Any) -> Finding:
+        return self._finding(
+            "guard.compaction_loop",
+            CRITICAL,
+            "guard",
+            "abort",
+            guard.message or "",
+            self._call_step(),
+            tool=tool,
+            evidence=_arguments(params),
+            count=guard.count,
+            stretch=tool,
+        )
 
     def mark_progress(self, marker: str) -> List[Finding]:
         """Progress was made (a test passed, a file changed): the session detector's
@@ -327,9 +336,10 @@ class Monitor:
         # What repeats: one period of the window (a rotation of the repeated text).
         window = event.window[: event.period or len(event.window)]
         window = window if isinstance(window, str) else " ".join(map(str, window))
-        message = f"the answer repeats itself: period {event.period}, {event.count} repeats from offset {event.start}"
         return [
-            self._finding("chant", CRITICAL, "chant", "stop_stream", message, step, evidence=shorten(window), count=event.count)
+            self._finding(
+                "chant", CRITICAL, "chant", "stop_stream", event.message, step, evidence=shorten(window), count=event.count
+            )
         ]
 
     def _session_findings(self, found: List[Finding], step: int, tool: Optional[str], params: Any) -> List[Finding]:
@@ -408,6 +418,7 @@ class Monitor:
             "turn": self.turn,
             "answered": self._answered,
             "stretches": [[code, stretch, first, last] for (code, stretch), (first, last) in self._stretches.items()],
+            "extra": self._extra_state(),
         }
         parts = [json.dumps(header, separators=(",", ":")).encode(), self.tool_loop.to_bytes(), self.doom_loop.to_bytes()]
         parts.append(b"" if self.chant is None else self.chant.to_bytes())
@@ -435,9 +446,18 @@ class Monitor:
         self._restore_parts(header, tool, session, chant)
         return self
 
+    def _extra_state(self) -> Any:
+        """A subclass's own state, JSON-ready, carried by the snapshot (None here)."""
+        return None
+
+    def _restore_extra(self, extra: Any) -> None:
+        """Restore what :meth:`_extra_state` gave; raise ``ValueError``, ``TypeError`` or
+        ``KeyError`` for data it cannot read (a :class:`~doomloop.SnapshotError` then)."""
+
     def _reset(self) -> None:
-        """Start afresh, keeping the profile and options (the registries' afresh session)."""
-        Monitor.__init__(
+        """Start afresh, keeping the profile and options (the registries' afresh session); a
+        subclass's ``__init__`` takes the same arguments."""
+        type(self).__init__(
             self,
             self.profile,
             session_key=self.session_key,
@@ -455,6 +475,7 @@ class Monitor:
         try:
             step, turn, answered = int(header["step"]), int(header["turn"]), bool(header["answered"])
             stretches = {(str(code), stretch): [int(first), int(last)] for code, stretch, first, last in header["stretches"]}
+            extra = header.get("extra")
         except (KeyError, TypeError, ValueError) as error:
             raise SnapshotError(f"corrupt Monitor snapshot: bad header ({error})") from None
         options = {"on_event": self.on_event, "session_key": self.session_key}
@@ -465,12 +486,16 @@ class Monitor:
         self.step, self.turn, self._answered, self._answer_step = step, turn, answered, None
         self._run_id = None if turn == 0 else str(turn)
         self._stretches = stretches
+        try:
+            self._restore_extra(extra)
+        except (KeyError, TypeError, ValueError) as error:
+            raise SnapshotError(f"corrupt {type(self).__name__} snapshot: bad state ({error})") from None
 
     def __reduce__(self) -> Tuple[Any, ...]:
-        return (_restored, (self.to_bytes(), self.session_key, self.on_event, self._clock, self._tool_options))
+        return (_restored, (type(self), self.to_bytes(), self.session_key, self.on_event, self._clock, self._tool_options))
 
     def __copy__(self) -> Monitor:
-        return _restored(self.to_bytes(), self.session_key, self.on_event, self._clock, self._tool_options)
+        return _restored(type(self), self.to_bytes(), self.session_key, self.on_event, self._clock, self._tool_options)
 
     def __deepcopy__(self, memo: Dict[int, Any]) -> Monitor:
         return self.__copy__()
@@ -504,6 +529,7 @@ def _arguments(params: Any) -> Optional[str]:
 
 
 def _restored(
+    cls: type[Monitor],
     data: bytes,
     session_key: Optional[str],
     on_event: Optional[EventCallback],
@@ -511,7 +537,7 @@ def _restored(
     tool_options: Mapping[str, Any],
 ) -> Monitor:
     # Module-level, so pickle can name it.
-    return Monitor.from_bytes(data, session_key=session_key, on_event=on_event, clock=clock, tool_options=tool_options)
+    return cls.from_bytes(data, session_key=session_key, on_event=on_event, clock=clock, tool_options=tool_options)
 
 
 # A monitor's snapshot: a magic and version, then four parts, each its length (4 bytes,

@@ -192,3 +192,19 @@ def test_the_other_arguments_are_checked_as_the_sync_registry_checks_them() -> N
 
     with pytest.raises(TypeError, match="must be str or bytes"):
         run(bad_key)
+
+
+@pytest.mark.parametrize("make_store", [lambda: None, MemoryStore, YieldingStore], ids=["no store", "memory", "async"])
+def test_an_empty_session_key_is_refused_with_any_store(make_store: Callable[[], Any]) -> None:
+    registry = AsyncSessionRegistry(store=make_store())
+
+    async def hooks() -> None:
+        for key in ("", b""):
+            with pytest.raises(ValueError, match="a session key must not be empty"):
+                await registry.before_tool_call(key, "read", {})
+            with pytest.raises(ValueError, match="a session key must not be empty"):
+                await registry.record_action(key, "read", {}, "ok", True)
+        await registry.before_tool_call("a", "read", {})
+
+    run(hooks)
+    assert len(registry) == 1

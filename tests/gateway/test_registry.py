@@ -4,14 +4,16 @@ eviction, thread safety, events with session keys, bad input."""
 from __future__ import annotations
 
 import gc
+import inspect
 import threading
 import weakref
-from typing import List
+from typing import Any, List
 
 import pytest
 
 from doomloop import ChantConfig, DoomLoopConfig, LoopDetectionConfig, LoopEvent, Monitor, Profile, ToolLoopDetector
-from doomloop.gateway import SessionRegistry
+from doomloop._core import RegistryEngine
+from doomloop.gateway import AsyncRedisStore, MemoryStore, SessionRegistry
 from support import FakeClock
 
 
@@ -118,7 +120,7 @@ def test_a_streams_chant_reaches_the_registrys_on_event_with_the_session_key() -
     registry = SessionRegistry(Profile.recommended().replace(chant={"max_repeated_chunks": 4}), on_event=events.append)
     stream = registry.stream(b"tenant/7")
     assert stream.feed("I will call the tool again. " * 40) is not None
-    assert [(e.source, e.detector, e.count, e.session_key) for e in events] == [("chant", "chanting", 4, "tenant/7")]
+    assert [(e.source, e.detector, e.count, e.session_key) for e in events] == [("chant", "chant", 4, "tenant/7")]
 
 
 def test_streams_use_the_profiles_chant_settings() -> None:
@@ -191,3 +193,97 @@ def test_bad_input_is_refused_clearly() -> None:
     with pytest.raises(TypeError, match="bogus"):
         Profile.recommended().replace(chant={"bogus": 1})
     assert SessionRegistry(Profile.parity()).profile.session == DoomLoopConfig()
+
+
+def test_the_hook_list_is_written_once() -> None:
+    # HOOKS is the list; the sync registry, the asyncio registry and the Rust engine's fast
+    # path (the tool-call hooks) must offer exactly it, each taking the session key first.
+    from doomloop.gateway import HOOKS, AsyncSessionRegistry
+
+    # Besides the hooks: the lookups, the stream and the counters, none of them hooks on a monitor.
+    not_hooks = {"get", "discard", "stream", "stats"}
+    for registry in (SessionRegistry, AsyncSessionRegistry):
+        public = {name for name in dir(registry) if not name.startswith("_") and inspect.isroutine(getattr(registry, name))}
+        assert public - not_hooks == set(HOOKS), registry.__name__
+        for name in HOOKS:
+            signature = inspect.signature(getattr(registry, name))
+            assert list(signature.parameters)[:2] == ["self", "key"], (registry.__name__, name)
+    assert all(inspect.iscoroutinefunction(getattr(AsyncSessionRegistry, name)) for name in HOOKS)
+    fast = {name for name in ("before_tool_call", "after_tool_call") if name in vars(RegistryEngine)}
+    assert fast == set(HOOKS[:2])
+
+
+@pytest.mark.parametrize("store", [None, MemoryStore()], ids=["no store", "memory store"])
+def test_an_empty_session_key_is_refused_with_or_without_a_store(store: MemoryStore | None) -> None:
+    registry = SessionRegistry(store=store)
+    hooks = [
+        lambda key: registry.before_tool_call(key, "read", {}),
+        lambda key: registry.after_tool_call(key, "read", {}, result="ok"),
+        lambda key: registry.record_action(key, "read", {}, "ok", True),
+        lambda key: registry.mark_progress(key, "m"),
+        lambda key: registry.record_response(key, "text"),
+        lambda key: registry.is_doom_loop(key),
+        lambda key: registry.arm_post_compaction(key),
+        registry.stream,
+        registry.get,
+        registry.discard,
+    ]
+    for hook in hooks:
+        for key in ("", b""):
+            with pytest.raises(ValueError, match="a session key must not be empty"):
+                hook(key)
+    assert len(registry) == 0 and registry.stats()["created"] == 0
+    registry.before_tool_call("a", "read", {})  # the shortest key there is
+    assert "a" in registry
+
+
+def test_the_engine_is_built_whole_by_its_constructor() -> None:
+    # No half-built table: the settings are the constructor's, required, and there is no
+    # later configuration step.
+    with pytest.raises(TypeError, match="ttl"):
+        RegistryEngine()  # type: ignore[call-arg]
+    assert not hasattr(RegistryEngine, "_configure")
+    registry = SessionRegistry(ttl=5.0, max_sessions=7)
+    assert (registry.ttl, registry.max_sessions) == (5.0, 7)
+    # A key too long for the engine's own check goes through the normaliser it was built with.
+    registry.before_tool_call("é" * 300, "read", {})
+    assert registry.get("é" * 300).tool_loop.history_len == 1
+
+
+def test_an_asyncio_store_is_refused_at_construction() -> None:
+    # Its update() is a coroutine no hook would await: refused here, naming the registry it needs.
+    with pytest.raises(TypeError, match="got AsyncRedisStore: an asyncio store needs AsyncSessionRegistry"):
+        SessionRegistry(store=AsyncRedisStore("redis://127.0.0.1:1"))  # type: ignore[arg-type]
+
+
+class _Counting(Monitor):
+    """A monitor with state of its own, as an integration keeps: it travels in the snapshot."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.messages = 0
+
+    def _extra_state(self) -> Any:
+        return {"messages": self.messages}
+
+    def _restore_extra(self, extra: Any) -> None:
+        self.messages = int(extra["messages"])
+
+
+@pytest.mark.parametrize("store", [None, MemoryStore()], ids=["no store", "memory store"])
+def test_sessions_may_be_a_monitor_subclass_with_state_of_its_own(store: MemoryStore | None) -> None:
+    registry = SessionRegistry(store=store, monitor_class=_Counting)
+    other = SessionRegistry(store=store, monitor_class=_Counting)  # a second replica on the same store
+
+    def count(monitor: Monitor) -> int:
+        assert isinstance(monitor, _Counting)
+        monitor.messages += 1
+        return monitor.messages
+
+    assert [registry.apply("s", count) for _ in range(3)] == [1, 2, 3]
+    if store is not None:
+        assert other.apply("s", count) == 4 and registry.apply("s", count) == 5
+    with pytest.raises(TypeError, match="monitor_class"):
+        SessionRegistry(monitor_class=dict)  # type: ignore[arg-type]

@@ -48,7 +48,7 @@ class AsyncSessionRegistry:
             session's blob (one round trip in the common path); a ``MemoryStore``, which never
             blocks; or ``None`` (the default) to keep every session in this process only. A sync
             store such as ``RedisStore`` is a ``TypeError``: it would block the event loop.
-        profile, ttl, max_sessions, on_event, clock, **tool_options: as
+        profile, ttl, max_sessions, on_event, clock, monitor_class, **tool_options: as
             :class:`~doomloop.gateway.SessionRegistry`'s.
 
     With an ``AsyncStore``, use the registry from the event loop its store belongs to; its
@@ -66,6 +66,7 @@ class AsyncSessionRegistry:
         store: Union[AsyncStore, MemoryStore, None] = None,
         on_event: Optional[EventCallback] = None,
         clock: Optional[Callable[[], float]] = None,
+        monitor_class: type[Monitor] = Monitor,
         **tool_options: Any,
     ) -> None:
         shared = _check_store(store)
@@ -78,6 +79,7 @@ class AsyncSessionRegistry:
             store=store if isinstance(store, MemoryStore) else None,
             on_event=on_event,
             clock=clock,
+            monitor_class=monitor_class,
             **tool_options,
         )
         self.store = store

@@ -5,6 +5,7 @@ docs/gateway.md."""
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Optional, TypeVar
 
 from .. import _log
@@ -50,8 +51,10 @@ the Rust engine's tool-call hooks against its first two)."""
 
 def _normalised(key: SessionKey) -> str:
     """The registry's own form of a session key: the str itself, or bytes decoded losslessly
-    (so ``"a"`` and ``b"a"`` are one session, as in the stores)."""
-    if type(key) is str and len(key) <= _SHORT_KEY:
+    (so ``"a"`` and ``b"a"`` are one session, as in the stores). The stores' rule for a key
+    (:func:`~doomloop.gateway.store.check_session_key`: not empty, at most
+    :data:`MAX_KEY_BYTES`) holds with or without a store."""
+    if type(key) is str and 0 < len(key) <= _SHORT_KEY:
         return key
     name = check_session_key(key)
     return name.decode("utf-8", "surrogateescape")
@@ -69,10 +72,14 @@ class SessionRegistry(RegistryEngine):
         store: a shared :class:`~doomloop.gateway.Store` (``RedisStore``) so that replicas
             serving one session share its state; ``None`` keeps every session in this
             process only. With a store, each hook is one update of the session's blob (its
-            monitor's snapshot).
+            monitor's snapshot). An asyncio store (``AsyncRedisStore``) is a ``TypeError``: it
+            belongs to :class:`~doomloop.gateway.AsyncSessionRegistry`.
         on_event: ``callable(LoopEvent)`` for every event of every session's detectors,
             each carrying its session key (the hook for metrics and alerting).
         clock: seconds for the idle TTL (default ``time.monotonic``).
+        monitor_class: what each session is: :class:`~doomloop.Monitor` or a subclass that
+            keeps state of its own (an integration's; its snapshot carries it, see
+            ``Monitor._extra_state``).
         **tool_options: extension points of every :class:`~doomloop.ToolLoopDetector`.
 
     The hooks (:data:`HOOKS`) take the session key first. ``before_tool_call`` /
@@ -88,8 +95,14 @@ class SessionRegistry(RegistryEngine):
     call into the engine.
     """
 
-    def __init__(
-        self,
+    profile: Profile
+    monitor_class: type[Monitor]
+    store: Optional[Store]
+    on_event: Optional[EventCallback]
+    _tool_options: Dict[str, Any]
+
+    def __new__(
+        cls,
         profile: Optional[Profile] = None,
         *,
         ttl: float = DEFAULT_TTL,
@@ -97,42 +110,60 @@ class SessionRegistry(RegistryEngine):
         store: Optional[Store] = None,
         on_event: Optional[EventCallback] = None,
         clock: Optional[Callable[[], float]] = None,
+        monitor_class: type[Monitor] = Monitor,
         **tool_options: Any,
-    ) -> None:
+    ) -> SessionRegistry:
+        # Everything is checked before the engine is built, and the engine is built whole.
         if profile is None:
             profile = Profile.recommended()
         elif not isinstance(profile, Profile):
             raise TypeError(f"profile must be a Profile, got {type(profile).__name__}")
-        self.profile = profile
         ttl = check_seconds("ttl", ttl)
         if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
             raise ValueError(f"max_sessions must be a positive int, got {max_sessions!r}")
         if store is not None and not callable(getattr(store, "update", None)):
             raise TypeError(f"store must be a Store (with update()), got {type(store).__name__}")
+        if inspect.iscoroutinefunction(getattr(store, "update", None)):
+            # Its update() would return a coroutine no hook awaits: refused now, not at the first hook.
+            problem = f"store must be a sync Store, got {type(store).__name__}: an asyncio store needs AsyncSessionRegistry"
+            raise TypeError(problem)
         if clock is not None and not callable(clock):
             raise TypeError(f"clock must be a zero-argument callable returning seconds, got {type(clock).__name__}")
-        self.store = store
-        self.on_event = checked_callback(on_event)
+        on_event = checked_callback(on_event)
+        if not (isinstance(monitor_class, type) and issubclass(monitor_class, Monitor)):
+            raise TypeError(f"monitor_class must be Monitor or a subclass of it, got {monitor_class!r}")
         # Checked once: a bad extension point fails here, not in the first session.
         ToolLoopDetector(profile.tool_loop, **tool_options)
-        self._tool_options = tool_options
         # The engine calls back into the class's own methods (a subclass's, if it has them).
-        kind = type(self)
-        shared = None if store is None else (kind._shared_before_tool_call, kind._shared_after_tool_call)
-        self._configure(ttl=ttl, max_sessions=max_sessions, clock=clock, new_session=kind._new_session, shared=shared)
+        shared = None if store is None else (cls._shared_before_tool_call, cls._shared_after_tool_call)
+        self = super().__new__(
+            cls,
+            ttl=ttl,
+            max_sessions=max_sessions,
+            clock=clock,
+            new_session=cls._new_session,
+            normalise_key=_normalised,
+            shared=shared,
+        )
+        self.profile = profile
+        self.monitor_class = monitor_class
+        self.store = store
+        self.on_event = on_event
+        self._tool_options = tool_options
+        return self
 
     # --- the session map -------------------------------------------------------------------
     # The engine's `_session(key)` returns the key's `Monitor`: it normalises the key, reads
-    # the clock, finds the session (touching it) or builds one with the `new_session` given
-    # to `_configure`, `_new_session(name)` (lock released), sweeps idle sessions and evicts
-    # past `max_sessions`.
+    # the clock, finds the session (touching it) or builds one with the `new_session` it was
+    # built with, `_new_session(name)` (lock released), sweeps idle sessions and evicts past
+    # `max_sessions`.
 
     if TYPE_CHECKING:
 
         def _session(self, key: SessionKey) -> Monitor: ...
 
     def _new_session(self, key: str) -> Monitor:
-        return Monitor(self.profile, session_key=key, on_event=self.on_event, tool_options=self._tool_options)
+        return self.monitor_class(self.profile, session_key=key, on_event=self.on_event, tool_options=self._tool_options)
 
     def get(self, key: SessionKey) -> Optional[Monitor]:
         """The session's monitor, or None when the session has none here (nor in the store):

@@ -1,4 +1,5 @@
-"""Integrations with monitoring and agent frameworks, one module each, built on the detectors'
-``on_event`` callbacks. ``import doomloop`` imports none of them, and each imports its own
-optional dependency only when used (:mod:`doomloop.integrations.prometheus`: prometheus-client).
+"""Adapters to the outside world, one module each: :mod:`~doomloop.integrations.openclaw`
+(OpenClaw's ``tools.loopDetection`` config), :mod:`~doomloop.integrations.prometheus` (loop
+events and gateway sessions as metrics). ``import doomloop`` imports none of them, and each
+imports its own optional dependency only when used (prometheus: prometheus-client).
 """
