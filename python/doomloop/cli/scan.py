@@ -127,9 +127,10 @@ def _require_plotly() -> None:
     try:
         import plotly  # type: ignore[import-untyped]  # noqa: F401
     except ImportError:
+        from .._extras import install_hint
         from ..errors import DoomLoopError
 
-        raise DoomLoopError("--html needs plotly: pip install 'doomloop[html]'") from None
+        raise DoomLoopError(f"--html needs plotly: {install_hint('html')}") from None
 
 
 def _with_progress(running: Any) -> Any:
