@@ -13,6 +13,7 @@ REQUIREMENTS = {
     "plot": "matplotlib>=3.7",
     "redis": "redis>=5.0.1",
     "prometheus": "prometheus-client>=0.20",
+    "html": "plotly>=5.12",
 }
 
 

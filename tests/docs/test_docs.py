@@ -63,7 +63,7 @@ def test_docs_example_runs(path: Path, line: int, code: str) -> None:
 
 def test_readme_set_up_commands() -> None:
     commands = re.findall(r"```bash\n(.*?)\n```", README.read_text(encoding="utf-8"), flags=re.S)
-    assert commands[:2] == ["pip install . && python -m doomloop", "bash .ci/run"]
+    assert commands[:2] == ["pip install . && doomloop scan --demo", "bash .ci/run"]
 
 
 def test_readme_sets_up_in_a_virtual_environment() -> None:
@@ -94,7 +94,7 @@ def test_ci_runs_in_a_venv_of_its_own_and_tests_a_clone() -> None:
 
 
 def test_demo_runs() -> None:
-    out = subprocess.run([sys.executable, "-m", "doomloop"], capture_output=True, text=True, check=True, timeout=60)
+    out = subprocess.run([sys.executable, "-m", "doomloop", "demo"], capture_output=True, text=True, check=True, timeout=60)
     assert "repeated_action: Same action repeated 3 times -> retry_different" in out.stdout
     assert "circular_plan" in out.stdout and "resource_exhaustion" in out.stdout
 

@@ -13,6 +13,9 @@ records, and what the detectors would have said about them.
 - ``openai_chat.steps``, ``openai_responses.steps`` and ``anthropic.steps`` read one request's
   messages in memory (a guardrail's view), never raising.
 - :func:`read_runs` reads a run file strictly (the corpus format).
+- :func:`scan` replays every session of trace files through a fresh :class:`~doomloop.Monitor`
+  and yields a :class:`SessionReport` per session, with a :class:`ScanSummary`;
+  :func:`scan_file` scans one file (``doomloop scan``, docs/scan.md).
 - :func:`replay` feeds a run to a :class:`~doomloop.Monitor` as a gateway would and yields
   every :class:`~doomloop.Finding` with the step it was raised at (:class:`Replayed`);
   :func:`first_findings` keeps the first of each kind.
@@ -27,6 +30,7 @@ from .formats import FORMATS, read, sniff
 from .records import Run, Step
 from .replay import CRITICAL, WARNING, FirstFindings, Replayed, first_findings, kind_of, replay
 from .runs import parse_result, parse_run, read_runs
+from .scan import FileScan, LoopFinding, ScanSummary, SessionReport, scan, scan_file
 from .source import MAX_LINE_BYTES
 
 __all__ = [
@@ -34,9 +38,13 @@ __all__ = [
     "FORMATS",
     "MAX_LINE_BYTES",
     "WARNING",
+    "FileScan",
     "FirstFindings",
+    "LoopFinding",
     "Replayed",
     "Run",
+    "ScanSummary",
+    "SessionReport",
     "Step",
     "TraceFormatError",
     "first_findings",
@@ -46,5 +54,7 @@ __all__ = [
     "read",
     "read_runs",
     "replay",
+    "scan",
+    "scan_file",
     "sniff",
 ]

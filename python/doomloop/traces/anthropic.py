@@ -36,23 +36,23 @@ from .source import Report
 __all__ = ["NAME", "looks_like", "runs", "steps"]
 
 NAME = "anthropic"
-_QUIET_BLOCKS = frozenset(
-    (
-        "thinking",
-        "redacted_thinking",
-        "image",
-        "document",
-        "search_result",
-        "server_tool_use",
-        "web_search_tool_result",
-        "web_fetch_tool_result",
-        "code_execution_tool_result",
-        "mcp_tool_use",
-        "mcp_tool_result",
-        "container_upload",
-    )
+# The name sets are tuples: the values tested come from the trace, and may be lists, which a
+# set cannot look up.
+_QUIET_BLOCKS = (
+    "thinking",
+    "redacted_thinking",
+    "image",
+    "document",
+    "search_result",
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+    "mcp_tool_use",
+    "mcp_tool_result",
+    "container_upload",
 )
-_MARKS = frozenset(("tool_use", "tool_result", "thinking", "redacted_thinking"))
+_MARKS = ("tool_use", "tool_result", "thinking", "redacted_thinking")
 
 
 def steps(messages: Any, *, on_skip: Optional[Callable[[TraceFormatError], None]] = None) -> List[Step]:
@@ -100,11 +100,22 @@ def _steps(messages: List[Any], report: Report, line_of: Callable[[int], Optiona
         text = "\n".join(texts) or None
         if calls:
             first = calls[0]
-            calls[0] = new_step(first.tool, first.arguments, first.call_id, text, first.result_text, first.returncode, first.is_error, input_tokens=given, output_tokens=produced, line=line)
+            calls[0] = new_step(
+                first.tool,
+                first.arguments,
+                first.call_id,
+                text,
+                first.result_text,
+                first.returncode,
+                first.is_error,
+                input_tokens=given,
+                output_tokens=produced,
+                line=line,
+            )
             out.extend(calls)
         elif text is not None or role == "assistant":
             out.append(new_step(None, None, None, None, None, None, False, role, text, None, given, produced, line=line))
-    for call_id, block in results.items():
+    for call_id in results:
         if call_id not in matched:
             report(f"a tool_result for {call_id!r}, which no tool_use has", None)
     return out
@@ -147,16 +158,28 @@ def _block(
         if not isinstance(block.get("tool_use_id"), str):
             report(f"{where}: a tool_result without a tool_use_id", line)
     elif kind_of == "compaction":
-        out.append(new_step(None, None, None, None, None, None, False, "compaction", content_text(block.get("content")), line=line))
+        out.append(
+            new_step(None, None, None, None, None, None, False, "compaction", content_text(block.get("content")), line=line)
+        )
     elif kind_of not in _QUIET_BLOCKS:
-        report(f"{where}: unknown block {kind_of!r} in a {role} message" if isinstance(block, dict) else f"{where}: expected an object, got {kind(block)}", line)
+        report(
+            f"{where}: unknown block {kind_of!r}"
+            if isinstance(block, dict)
+            else f"{where}: expected an object, got {kind(block)}",
+            line,
+        )
 
 
 def looks_like(value: Any) -> int:
     """2 when ``value`` has a mark only this format has (a ``tool_use``, ``tool_result`` or
     ``thinking`` block, a Messages response), 1 when it is a list of user/assistant messages
     another format could have written, 0 otherwise."""
-    if isinstance(value, dict) and value.get("type") == "message" and value.get("role") == "assistant" and isinstance(value.get("content"), list):
+    if (
+        isinstance(value, dict)
+        and value.get("type") == "message"
+        and value.get("role") == "assistant"
+        and isinstance(value.get("content"), list)
+    ):
         return 2
     messages = value.get("messages") if isinstance(value, dict) else value
     if not isinstance(messages, list) or not messages:
@@ -197,4 +220,6 @@ def _conversation(value: Any, line: Optional[int], report: Report) -> Optional[C
     if not isinstance(messages, list):
         report(f"a conversation is a list of messages, a request or a response, got {kind(value)}", line)
         return None
-    return Conversation(messages, [0], [line], optional_str(value, "session_id") or optional_str(value, "id"), None, optional_str(value, "path"))
+    return Conversation(
+        messages, [0], [line], optional_str(value, "session_id") or optional_str(value, "id"), None, optional_str(value, "path")
+    )

@@ -4,10 +4,10 @@ report of the per-request functions.
 
 A request log writes one request per line, and each request re-sends the conversation so
 far. So a record whose messages begin with the previous record's messages continues that
-record's run (its messages replace the previous ones): the run is the longest conversation,
-read once. The check is on the first and the last message the two have in common (constant
-time; a log of unrelated conversations that share their first message and the previous one's
-last is read as one). A re-sent message matches the logged one on its role and content, as a
+record's run (its new messages are added): the run is the longest conversation, read once.
+The check is on the first and the last message the two have in common (constant time; a log
+of unrelated conversations that share their first message and the previous one's last is
+read as one). A re-sent message matches the logged one on its role and content, as a
 request re-sends a response without its id and usage.
 """
 
@@ -71,14 +71,18 @@ def conversations(
         read_now = read(value, line)
         if read_now is None:
             continue
+        # The conversation's items grow in place: a decoded record's list, which nothing else holds.
         if current is not None and _extends(current.items, read_now.items):
+            # The messages logged before stay (a logged response has its usage; its re-sent
+            # copy has not): only the new ones are added.
             current.starts.append(len(current.items))
             current.lines.append(line)
-            current = current._replace(items=read_now.items, exit_status=read_now.exit_status or current.exit_status)
+            current.items.extend(read_now.items[len(current.items) :])
+            current = current._replace(exit_status=read_now.exit_status or current.exit_status)
         elif current is not None and linked is not None and linked(previous, value):
             current.starts.append(len(current.items))
             current.lines.append(line)
-            current.items.extend(read_now.items)  # the decoded record's own list: nothing else holds it
+            current.items.extend(read_now.items)
             current = current._replace(exit_status=read_now.exit_status or current.exit_status)
         else:
             if current is not None:

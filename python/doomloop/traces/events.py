@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from .decode import dumps, kind, tokens
-from .records import Run, Step, new_step
+from .records import Run, Step, _new, _set, new_step
 from .source import Report
 
 __all__ = ["NAME", "VERSION", "looks_like", "runs"]
@@ -48,70 +48,100 @@ def looks_like(value: Any) -> int:
 
 def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: Optional[str]) -> Iterator[Run]:
     """The runs of a file's events (see the module's documentation)."""
+    # One loop with the common events inline: a Python function call costs more than
+    # reading a tool_call event's fields, and this loop runs once per line of the file.
     sessions: Dict[Any, _Session] = {}
     for line, event in records:
         if type(event) is not dict:
             report(f"an event must be a JSON object, got {kind(event)}", line)
             continue
-        if event.get("v") != VERSION:
-            report(f"v: expected {VERSION}, got {event.get('v')!r}", line)
+        get = event.get
+        if get("v") != VERSION:
+            report(f"v: expected {VERSION}, got {get('v')!r}", line)
             continue
-        key = event.get("session")
+        type_ = get("type")
+        if type_ not in TYPES:
+            report(f"type: unknown event type {type_!r}", line)
+            continue
+        key = get("session")
         if key is not None and type(key) is not str:
             report(f"session: expected a string, got {kind(key)}", line)
             continue
         state = sessions.get(key)
         if state is None:
-            run_id = event.get("run")
+            run_id = get("run")
             state = sessions[key] = _Session(run_id if type(run_id) is str else None)
-        type_ = event.get("type")
         if type_ == "tool_call":
-            _call(event, state, report, line)
+            tool = get("tool")
+            call_id = get("call_id")
+            if type(tool) is not str or (call_id is not None and type(call_id) is not str):
+                report(
+                    f"tool: expected a string, got {kind(tool)}"
+                    if type(tool) is not str
+                    else f"call_id: expected a string, got {kind(call_id)}",
+                    line,
+                )
+                continue
+            ts = get("ts")
+            started = ts if ts is None or type(ts) is float else _time(ts, report, line)
+            thought = get("thought")
+            usage = get("usage")
+            given, produced = (None, None) if usage is None else tokens(usage)
+            if "result" in event or "error" in event:
+                result, error, returncode, is_error = _outcome(event)
+                ended = get("ended")
+                ended = started if ended is None else ended if type(ended) is float else _time(ended, report, line)
+            else:
+                result = error = returncode = ended = None
+                is_error = False
+                if call_id is not None:
+                    state.pending[call_id] = len(state.steps)
+            step = _new(Step)
+            _set(
+                step,
+                "__dict__",
+                {
+                    "tool": tool,
+                    "arguments": get("arguments"),
+                    "call_id": call_id,
+                    "thought": thought if thought is None or type(thought) is str else None,
+                    "result_text": result,
+                    "returncode": returncode,
+                    "is_error": is_error,
+                    "kind": "tool",
+                    "text": None,
+                    "error": error,
+                    "input_tokens": given,
+                    "output_tokens": produced,
+                    "started": started,
+                    "ended": ended,
+                    "line": line,
+                },
+            )
+            state.steps.append(step)
         elif type_ == "tool_result":
             _result(event, state, report, line)
-        elif type_ == "user" or type_ == "assistant" or type_ == "compaction":
-            text = event.get("text")
+        elif type_ != "end":  # user, assistant, compaction
+            text = get("text")
             if text is not None and type(text) is not str:
                 report(f"text: expected a string, got {kind(text)}", line)
                 continue
-            given, produced = tokens(event.get("usage"))
-            ts = _time(event.get("ts"), report, line)
-            state.steps.append(new_step(None, None, None, None, None, None, False, type_, text, None, given, produced, ts, ts, line))
-        elif type_ == "end":
-            status = event.get("status")
+            given, produced = tokens(get("usage"))
+            ts = _time(get("ts"), report, line)
+            state.steps.append(
+                new_step(None, None, None, None, None, None, False, type_, text, None, given, produced, ts, ts, line)
+            )
+        else:
+            status = get("status")
             state.exit_status = status if type(status) is str else None
             del sessions[key]
             yield _run(key, state, source)
-        else:
-            report(f"type: unknown event type {type_!r}", line)
     for key, state in sessions.items():
         yield _run(key, state, source)
 
 
 def _run(key: Optional[str], state: _Session, source: Optional[str]) -> Run:
     return Run(None, state.exit_status, tuple(state.steps), key, state.run_id, source, NAME)
-
-
-def _call(event: Dict[str, Any], state: _Session, report: Report, line: Optional[int]) -> None:
-    tool = event.get("tool")
-    if type(tool) is not str:
-        report(f"tool: expected a string, got {kind(tool)}", line)
-        return
-    call_id = event.get("call_id")
-    if call_id is not None and type(call_id) is not str:
-        report(f"call_id: expected a string, got {kind(call_id)}", line)
-        return
-    thought = event.get("thought")
-    given, produced = tokens(event.get("usage")) if "usage" in event else (None, None)
-    started = _time(event.get("ts"), report, line)
-    has_result = "result" in event or "error" in event
-    result, error, returncode, is_error = _outcome(event) if has_result else (None, None, None, False)
-    ended = _time(event.get("ended"), report, line) if "ended" in event else started if has_result else None
-    state.steps.append(
-        new_step(tool, event.get("arguments"), call_id, thought if type(thought) is str else None, result, returncode, is_error, "tool", None, error, given, produced, started, ended, line)
-    )
-    if not has_result and call_id is not None:
-        state.pending[call_id] = len(state.steps) - 1
 
 
 def _result(event: Dict[str, Any], state: _Session, report: Report, line: Optional[int]) -> None:
@@ -124,24 +154,38 @@ def _result(event: Dict[str, Any], state: _Session, report: Report, line: Option
     result, error, returncode, is_error = _outcome(event)
     ended = _time(event.get("ts"), report, line)
     state.steps[index] = new_step(
-        call.tool, call.arguments, call.call_id, call.thought, result, returncode, is_error, "tool", None, error, call.input_tokens, call.output_tokens, call.started, ended, call.line
+        call.tool,
+        call.arguments,
+        call.call_id,
+        call.thought,
+        result,
+        returncode,
+        is_error,
+        "tool",
+        None,
+        error,
+        call.input_tokens,
+        call.output_tokens,
+        call.started,
+        ended,
+        call.line,
     )
 
 
 def _outcome(event: Dict[str, Any]) -> Tuple[Optional[str], Optional[str], Optional[int], bool]:
-    # (result, error, returncode, is_error) of a call's outcome; a result that is not a string
-    # is kept as its JSON text.
-    result = event.get("result")
+    # (result, error, returncode, is_error) of a call's outcome; a result or error that is not
+    # a string is kept as its JSON text.
+    get = event.get
+    result = get("result")
     if result is not None and type(result) is not str:
         result = dumps(result)
-    error = event.get("error")
+    error = get("error")
     if error is not None and type(error) is not str:
         error = dumps(error)
-    returncode = event.get("returncode")
+    returncode = get("returncode")
     if type(returncode) is not int:
         returncode = None
-    is_error = event.get("is_error") is True or error is not None or bool(returncode)
-    return result, error, returncode, is_error
+    return result, error, returncode, error is not None or bool(returncode) or get("is_error") is True
 
 
 def _time(value: Any, report: Report, line: Optional[int]) -> Optional[float]:

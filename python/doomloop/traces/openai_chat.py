@@ -36,9 +36,11 @@ from .source import Report
 __all__ = ["NAME", "looks_like", "runs", "steps"]
 
 NAME = "openai-chat"
+# The name sets are tuples: the values tested come from the trace, and may be lists, which a
+# set cannot look up.
 _TEXT = ("text", "input_text", "output_text")
-_QUIET_ROLES = frozenset(("system", "developer"))
-_ROLES = frozenset(("user", "assistant", "tool")) | _QUIET_ROLES
+_QUIET_ROLES = ("system", "developer")
+_ROLES = ("user", "assistant", "tool") + _QUIET_ROLES
 
 
 def steps(messages: Any, *, on_skip: Optional[Callable[[TraceFormatError], None]] = None) -> List[Step]:
@@ -72,9 +74,26 @@ def _steps(messages: List[Any], report: Report, line_of: Callable[[int], Optiona
             if isinstance(calls, list) and calls:
                 _calls(calls, text, given, produced, results, matched, out, report, where, line_of(index))
             else:
-                out.append(new_step(None, None, None, None, None, None, False, "assistant", text, None, given, produced, line=line_of(index)))
+                out.append(
+                    new_step(
+                        None, None, None, None, None, None, False, "assistant", text, None, given, produced, line=line_of(index)
+                    )
+                )
         elif role == "user":
-            out.append(new_step(None, None, None, None, None, None, False, "user", content_text(message.get("content"), _TEXT), line=line_of(index)))
+            out.append(
+                new_step(
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    False,
+                    "user",
+                    content_text(message.get("content"), _TEXT),
+                    line=line_of(index),
+                )
+            )
         elif role == "tool":
             if not isinstance(message.get("tool_call_id"), str):
                 report(f"{where}: a tool message without a tool_call_id", line_of(index))
@@ -146,7 +165,9 @@ def looks_like(value: Any) -> int:
         if "tool_calls" in message or "tool_call_id" in message or message.get("role") in ("tool", "system", "developer"):
             score = 2
         content = message.get("content")
-        if isinstance(content, list) and any(isinstance(part, dict) and part.get("type") in ("tool_use", "tool_result") for part in content):
+        if isinstance(content, list) and any(
+            isinstance(part, dict) and part.get("type") in ("tool_use", "tool_result") for part in content
+        ):
             return 0
     return score
 

@@ -37,28 +37,28 @@ from .source import Report
 __all__ = ["NAME", "looks_like", "runs", "steps"]
 
 NAME = "openai-responses"
+# The name sets are tuples: the values tested come from the trace, and may be lists, which a
+# set cannot look up.
 _TEXT = ("input_text", "output_text", "text")
-_CALLS = frozenset(("function_call", "custom_tool_call"))
-_OUTPUTS = frozenset(("function_call_output", "custom_tool_call_output"))
-_QUIET = frozenset(
-    (
-        "reasoning",
-        "item_reference",
-        "web_search_call",
-        "file_search_call",
-        "computer_call",
-        "computer_call_output",
-        "code_interpreter_call",
-        "image_generation_call",
-        "local_shell_call",
-        "local_shell_call_output",
-        "mcp_call",
-        "mcp_list_tools",
-        "mcp_approval_request",
-        "mcp_approval_response",
-    )
+_CALLS = ("function_call", "custom_tool_call")
+_OUTPUTS = ("function_call_output", "custom_tool_call_output")
+_QUIET = (
+    "reasoning",
+    "item_reference",
+    "web_search_call",
+    "file_search_call",
+    "computer_call",
+    "computer_call_output",
+    "code_interpreter_call",
+    "image_generation_call",
+    "local_shell_call",
+    "local_shell_call_output",
+    "mcp_call",
+    "mcp_list_tools",
+    "mcp_approval_request",
+    "mcp_approval_response",
 )
-_MARKS = _CALLS | _OUTPUTS | frozenset(("message", "reasoning", "compaction"))
+_MARKS = _CALLS + _OUTPUTS + ("message", "reasoning", "compaction")
 # The key under which the readers keep a response's usage on its first output item.
 _USAGE = "\x00usage"
 
@@ -82,8 +82,9 @@ def _steps(items: List[Any], report: Report, line_of: Callable[[int], Optional[i
             outputs[item["call_id"]] = item
     matched = set()
     out: List[Step] = []
-    thought: Optional[str] = None  # the text of the assistant message just before a call
-    out_line: Optional[int] = None
+    # The assistant message just before a call is its thought: it is held until the next
+    # item says whether it is one, with its line and the response's usage.
+    held: Optional[Tuple[Optional[str], Optional[int], Any]] = None
     usage: Any = None
     for index, item in enumerate(items):
         where = f"items[{index}]"
@@ -92,7 +93,6 @@ def _steps(items: List[Any], report: Report, line_of: Callable[[int], Optional[i
             report(f"{where}: expected an object, got {kind(item)}", line)
             continue
         usage = item.get(_USAGE, usage)
-        given, produced = tokens(usage)
         type_ = item.get("type", "message" if "role" in item else None)
         if type_ in _CALLS:
             name = item.get("name")
@@ -110,23 +110,33 @@ def _steps(items: List[Any], report: Report, line_of: Callable[[int], Optional[i
                 result = content_text(found.get("output"), _TEXT) or ""
             returncode, is_error = parse_result(result)
             arguments = maybe_json(item.get("arguments") if type_ == "function_call" else item.get("input"))
-            out.append(new_step(name, arguments, call_id, thought, result, returncode, is_error, input_tokens=given, output_tokens=produced, line=line))
-            thought = None
-            usage = None
+            thought, usage = (held[0], held[2]) if held is not None else (None, usage)
+            given, produced = tokens(usage)
+            out.append(
+                new_step(
+                    name,
+                    arguments,
+                    call_id,
+                    thought,
+                    result,
+                    returncode,
+                    is_error,
+                    input_tokens=given,
+                    output_tokens=produced,
+                    line=line,
+                )
+            )
+            held = usage = None
             continue
-        if thought is not None:
-            out.append(new_step(None, None, None, None, None, None, False, "assistant", thought, line=out_line))
-            thought = None
+        if held is not None:
+            out.append(_answer(*held))
+            held = None
         if type_ == "message":
             role = item.get("role")
             text = content_text(item.get("content"), _TEXT)
             if role == "assistant":
-                thought, out_line = text, line  # a call next takes it as its thought
-                if thought is None:
-                    out.append(new_step(None, None, None, None, None, None, False, "assistant", None, None, given, produced, line=line))
-                    usage = None
-                continue
-            if role == "user":
+                held, usage = (text, line, usage), None
+            elif role == "user":
                 out.append(new_step(None, None, None, None, None, None, False, "user", text, line=line))
             elif role not in ("system", "developer"):
                 report(f"{where}.role: unknown role {role!r}", line)
@@ -137,13 +147,17 @@ def _steps(items: List[Any], report: Report, line_of: Callable[[int], Optional[i
                 report(f"{where}: a {type_} without a call_id", line)
         elif type_ not in _QUIET:
             report(f"{where}: unknown item type {type_!r}", line)
-    if thought is not None:
-        given, produced = tokens(usage)
-        out.append(new_step(None, None, None, None, None, None, False, "assistant", thought, None, given, produced, line=out_line))
+    if held is not None:
+        out.append(_answer(*held))
     for call_id in outputs:
         if call_id not in matched:
             report(f"a {outputs[call_id].get('type')} for {call_id!r}, which no call has", None)
     return out
+
+
+def _answer(text: Optional[str], line: Optional[int], usage: Any) -> Step:
+    given, produced = tokens(usage)
+    return new_step(None, None, None, None, None, None, False, "assistant", text, None, given, produced, line=line)
 
 
 def looks_like(value: Any) -> int:
@@ -183,7 +197,13 @@ def _follows(previous: Any, value: Any) -> bool:
 
 def _conversation_id(record: Dict[str, Any]) -> Optional[str]:
     conversation = record.get("conversation")
-    return optional_str(conversation, "id") if isinstance(conversation, dict) else conversation if isinstance(conversation, str) else None
+    return (
+        optional_str(conversation, "id")
+        if isinstance(conversation, dict)
+        else conversation
+        if isinstance(conversation, str)
+        else None
+    )
 
 
 def _conversation(value: Any, line: Optional[int], report: Report) -> Optional[Conversation]:

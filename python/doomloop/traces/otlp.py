@@ -34,7 +34,9 @@ from .source import Report
 __all__ = ["NAME", "looks_like", "runs"]
 
 NAME = "otlp"
-_INFERENCE = frozenset(("chat", "text_completion", "generate_content"))
+# The name sets are tuples: the values tested come from the trace, and may be lists, which a
+# set cannot look up.
+_INFERENCE = ("chat", "text_completion", "generate_content")
 _STATUS_ERROR = (2, "STATUS_CODE_ERROR")
 
 
@@ -151,14 +153,22 @@ def _span(
         text = _output_text(attributes.get("gen_ai.output.messages"))
         step = None
         if text is not None:
-            step = new_step(None, None, None, None, None, None, False, "assistant", text, None, usage[0], usage[1], started, ended, line)
+            step = new_step(
+                None, None, None, None, None, None, False, "assistant", text, None, usage[0], usage[1], started, ended, line
+            )
             usage = no_usage
         return trace_id, conversation, started if started is not None else 0.0, step, usage
     return trace_id, conversation, 0.0, None, no_usage
 
 
 def _tool(
-    span: Dict[str, Any], attributes: Dict[str, Any], where: str, report: Report, line: Optional[int], started: Optional[float], ended: Optional[float]
+    span: Dict[str, Any],
+    attributes: Dict[str, Any],
+    where: str,
+    report: Report,
+    line: Optional[int],
+    started: Optional[float],
+    ended: Optional[float],
 ) -> Optional[Step]:
     name = attributes.get("gen_ai.tool.name", attributes.get("tool.name"))
     if not isinstance(name, str):
@@ -170,13 +180,19 @@ def _tool(
             report(f"{where}: a tool span without gen_ai.tool.name", line)
             return None
     call_id = attributes.get("gen_ai.tool.call.id", attributes.get("tool_call.id"))
-    arguments = attributes["gen_ai.tool.call.arguments"] if "gen_ai.tool.call.arguments" in attributes else attributes.get("input.value")
+    arguments = (
+        attributes["gen_ai.tool.call.arguments"] if "gen_ai.tool.call.arguments" in attributes else attributes.get("input.value")
+    )
     result = attributes["gen_ai.tool.call.result"] if "gen_ai.tool.call.result" in attributes else attributes.get("output.value")
     status = span.get("status") if isinstance(span.get("status"), dict) else {}
     error_type = attributes.get("error.type")
     failed = error_type is not None or status.get("code") in _STATUS_ERROR
     message = status.get("message")
-    error = (message if isinstance(message, str) and message else str(error_type) if error_type is not None else "error") if failed else None
+    error = (
+        (message if isinstance(message, str) and message else str(error_type) if error_type is not None else "error")
+        if failed
+        else None
+    )
     return new_step(
         name,
         maybe_json(arguments),

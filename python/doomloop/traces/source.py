@@ -60,9 +60,11 @@ def open_source(source: Source) -> Tuple[IO[bytes], str, Callable[[], None]]:
             stream: IO[bytes] = sys.stdin.buffer
         else:
             try:
-                stream = owned = open(name, "rb")  # noqa: SIM115 - closed by the returned close
+                stream = owned = open(name, "rb")  # closed by the returned close
             except OSError as error:
                 raise TraceFormatError(f"cannot read ({error.strerror or error})", name) from None
+    elif isinstance(source, io.TextIOBase):
+        raise TypeError("a trace file object must be opened in binary mode")
     elif hasattr(source, "read"):
         stream = source
         name = str(getattr(source, "name", "<stream>"))
@@ -76,8 +78,6 @@ def open_source(source: Source) -> Tuple[IO[bytes], str, Callable[[], None]]:
         if owned is not None:
             owned.close()
         raise TraceFormatError(f"cannot read ({error})", name) from None
-    if isinstance(head, str):
-        raise TypeError("a trace file object must be opened in binary mode")
     if head == _GZIP_MAGIC:
         stream = gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[assignment]
 

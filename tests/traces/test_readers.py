@@ -1,0 +1,287 @@
+"""Each trace reader on realistic files (tests/data/traces): parallel tool calls, a call with no
+result, arguments that are not JSON, errors, a run split over several records; and the
+per-request functions a guardrail calls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List
+
+from doomloop.traces import Run, Step, TraceFormatError, anthropic, openai_chat, openai_responses, read
+from support import DATA
+
+TRACES = DATA / "traces"
+
+
+def runs_of(name: str) -> List[Run]:
+    skipped: List[TraceFormatError] = []
+    runs = list(read(TRACES / name, on_skip=skipped.append))
+    assert skipped == [], [str(error) for error in skipped]
+    return runs
+
+
+def kinds(run: Run) -> List[str]:
+    return [step.kind if step.kind != "tool" else f"tool:{step.tool}" for step in run.steps]
+
+
+# --- doomloop events ------------------------------------------------------------------------------
+
+
+def test_events_interleaved_sessions_become_runs_in_the_order_they_end() -> None:
+    fix, poll = runs_of("events.jsonl")
+    assert (fix.session_id, fix.run_id, fix.exit_status, fix.format) == ("fix-tests", "run-7", "Submitted", "doomloop")
+    assert (poll.session_id, poll.run_id, poll.exit_status) == ("poll-job", None, None)  # no end event: yielded at the end
+    assert fix.source == str(TRACES / "events.jsonl")
+    assert kinds(fix) == ["user", "tool:bash", "tool:read_file", "tool:read_file", "tool:edit_file", "compaction", "assistant"]
+    assert kinds(poll) == ["user"] + ["tool:job_status"] * 3
+
+
+def test_events_a_call_with_its_result_inline() -> None:
+    (fix, _) = runs_of("events.jsonl")
+    call = fix.steps[1]
+    assert call == Step(
+        "bash",
+        {"command": "pytest -q tests/test_api.py"},
+        "c1",
+        "Let me run the failing tests first.",
+        "2 failed, 10 passed",
+        1,
+        True,
+        input_tokens=812,
+        output_tokens=41,
+        started=1764590401.5,
+        ended=1764590409.0,
+        line=2,
+    )
+
+
+def test_events_parallel_results_match_their_calls_by_id_whatever_their_order() -> None:
+    (fix, _) = runs_of("events.jsonl")
+    tests_file, source_file = fix.steps[2], fix.steps[3]
+    assert (tests_file.call_id, tests_file.arguments, tests_file.line) == ("c2", {"path": "tests/test_api.py"}, 4)
+    assert tests_file.result_text is not None and tests_file.result_text.startswith("def test_handler")
+    assert (tests_file.ended, tests_file.input_tokens) == (1764590410.6, 1030)
+    assert source_file.result_text is not None and source_file.result_text.startswith("def handler")
+    assert (source_file.ended, source_file.is_error) == (1764590410.4, False)
+
+
+def test_events_arguments_that_are_not_json_an_error_and_a_call_with_no_result() -> None:
+    fix, poll = runs_of("events.jsonl")
+    edit = fix.steps[4]
+    assert edit.arguments == '{"path": "src/api.py", "old": "return request.json()"'
+    assert (edit.result_text, edit.error, edit.is_error, edit.returncode) == (None, "arguments are not valid JSON", True, None)
+    last = poll.steps[-1]
+    assert (last.call_id, last.result_text, last.is_error, last.ended) == ("p3", None, False, None)
+
+
+def test_events_messages_compaction_usage_and_rfc3339_times() -> None:
+    fix, poll = runs_of("events.jsonl")
+    assert fix.steps[0].text == "The tests in tests/test_api.py fail. Fix them."
+    assert fix.steps[5].text is not None and fix.steps[5].text.startswith("Ran the tests")
+    answer = fix.steps[6]
+    assert (answer.text, answer.input_tokens, answer.output_tokens) == ("I fixed the handler; both tests pass now.", 1400, 12)
+    assert poll.steps[0].started == 1764590403.0  # 2025-12-01T12:00:03Z
+    assert [step.started for step in poll.steps[1:]] == [1764590404.0, 1764590434.0, 1764590464.0]
+
+
+# --- OpenAI chat ----------------------------------------------------------------------------------
+
+
+def test_openai_chat_request_log_lines_join_into_one_run() -> None:
+    weather, other = runs_of("openai_chat.jsonl")
+    assert weather.format == "openai-chat"
+    assert kinds(weather) == ["user", "tool:get_weather", "tool:get_weather", "tool:get_forecast", "tool:get_forecast"]
+    assert [step.line for step in weather.steps] == [1, 2, 2, 3, 3]  # where each message first appeared
+    assert kinds(other) == ["user", "assistant"] and other.steps[1].text == "Hi."
+
+
+def test_openai_chat_parallel_calls_results_by_id_and_usage_on_the_first() -> None:
+    (weather, _) = runs_of("openai_chat.jsonl")
+    paris, tokyo = weather.steps[1:3]
+    assert (paris.call_id, paris.arguments, paris.result_text) == ("call_paris", {"city": "Paris"}, "Paris: 11C, rain")
+    assert (paris.thought, paris.input_tokens, paris.output_tokens) == ("I'll check both cities at once.", 120, 48)
+    assert (tokyo.call_id, tokyo.result_text, tokyo.thought, tokyo.input_tokens) == (
+        "call_tokyo",
+        "Tokyo: 18C, clear",
+        None,
+        None,
+    )
+
+
+def test_openai_chat_arguments_that_are_not_json_and_a_call_with_no_result() -> None:
+    (weather, _) = runs_of("openai_chat.jsonl")
+    broken, retried = weather.steps[3:5]
+    assert broken.arguments == '{"city": "Paris", "days": 3'
+    assert broken.result_text == "error: arguments are not valid JSON"
+    assert (retried.arguments, retried.result_text) == ({"city": "Paris", "days": 3}, None)
+
+
+def test_openai_chat_a_mini_swe_agent_trajectory_document() -> None:
+    (run,) = runs_of("openai_chat_trajectory.json")
+    assert (run.exit_status, run.format) == ("Submitted", "openai-chat")
+    assert kinds(run) == ["user", "tool:bash", "tool:bash", "tool:bash"]
+    cat, failed, submit = run.steps[1:]
+    assert (cat.arguments, cat.returncode, cat.is_error, cat.thought) == (
+        {"command": "cat setup.py"},
+        0,
+        False,
+        "THOUGHT: Let me look at setup.py.",
+    )
+    assert (failed.returncode, failed.is_error) == (1, True)
+    assert (submit.result_text, submit.line) == (None, None)  # a document has no lines
+
+
+def test_openai_chat_steps_of_one_request_report_what_they_cannot_read() -> None:
+    skipped: List[TraceFormatError] = []
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        "not a message",
+        {
+            "role": "assistant",
+            "tool_calls": [{"type": "function", "function": {"name": "ls", "arguments": "{}"}}, {"id": "c2", "function": {}}],
+        },
+        {"role": "tool", "tool_call_id": "c9", "content": "orphan"},
+        {"role": "tool", "content": "no id"},
+        {"role": "critic", "content": "?"},
+    ]
+    (step,) = openai_chat.steps(messages, on_skip=skipped.append)
+    assert (step.tool, step.arguments, step.call_id, step.result_text, step.line) == ("ls", {}, None, None, None)
+    assert [error.problem for error in skipped] == [
+        "messages[1]: expected an object, got a string",
+        "messages[2].tool_calls[0]: a call without an id (kept, with no result)",
+        "messages[2].tool_calls[1]: a call without a function name",
+        "messages[4]: a tool message without a tool_call_id",
+        "messages[5].role: unknown role 'critic'",
+        "messages[3]: a result for 'c9', which no call has",
+    ]
+    assert all(error.path is None and error.line is None for error in skipped)
+    assert openai_chat.steps({"messages": []}) == []  # not a list: reported to nobody, never raised
+
+
+# --- OpenAI Responses -----------------------------------------------------------------------------
+
+
+def test_openai_responses_request_and_response_lines_chain_into_one_run() -> None:
+    weather, joke = runs_of("openai_responses.jsonl")
+    assert weather.format == "openai-responses" and weather.exit_status == "completed"
+    assert kinds(weather) == ["user", "tool:get_weather", "tool:get_weather", "tool:get_weather"]
+    assert [step.line for step in weather.steps] == [1, 2, 2, 4]
+    paris, tokyo, retry = weather.steps[1:]
+    assert (paris.thought, paris.arguments, paris.result_text) == (
+        "Checking both.",
+        {"city": "Paris"},
+        '{"temp_c": 11, "sky": "rain"}',
+    )
+    assert (paris.input_tokens, paris.output_tokens, tokyo.input_tokens) == (95, 40, None)
+    assert (tokyo.arguments, tokyo.result_text) == ('{"city":"Tokyo"', "error: invalid arguments")
+    assert (retry.call_id, retry.result_text, retry.input_tokens, retry.output_tokens) == ("call_tokyo_2", None, 160, 18)
+    assert kinds(joke) == ["user", "assistant"]
+    assert (joke.steps[1].text, joke.steps[1].input_tokens) == ("Why did the loop never end? It forgot to break.", 12)
+
+
+def test_openai_responses_steps_of_one_request() -> None:
+    skipped: List[TraceFormatError] = []
+    items = [
+        {"role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "a", "name": "search", "arguments": '{"q": 1}'},
+        {"type": "function_call_output", "call_id": "a", "output": [{"type": "input_text", "text": "found"}]},
+        {"type": "function_call", "name": "search", "arguments": "{"},
+        {"type": "teleport"},
+        {"type": "compaction", "encrypted_content": "..."},
+    ]
+    user, found, unanswered, compaction = openai_responses.steps(items, on_skip=skipped.append)
+    assert (user.kind, user.text) == ("user", "hi")
+    assert (found.arguments, found.result_text) == ({"q": 1}, "found")
+    assert (unanswered.call_id, unanswered.arguments, unanswered.result_text) == (None, "{", None)
+    assert compaction.kind == "compaction"
+    assert [error.problem for error in skipped] == [
+        "items[3]: a function_call without a call_id (kept, with no result)",
+        "items[4]: unknown item type 'teleport'",
+    ]
+    (only,) = openai_responses.steps("just text")
+    assert (only.kind, only.text) == ("user", "just text")
+
+
+# --- Anthropic ------------------------------------------------------------------------------------
+
+
+def test_anthropic_requests_and_responses_join_and_keep_the_responses_usage() -> None:
+    conversation, summary = runs_of("anthropic.jsonl")
+    assert conversation.format == "anthropic" and conversation.exit_status == "tool_use"
+    assert kinds(conversation) == ["user", "tool:read_file", "tool:read_file", "tool:bash"]
+    assert [step.line for step in conversation.steps] == [1, 2, 2, 4]
+    test_file, missing, listing = conversation.steps[1:]
+    assert (test_file.thought, test_file.input_tokens, test_file.output_tokens) == ("Let me read both files.", 410, 96)
+    assert test_file.result_text is not None and test_file.result_text.startswith("def test_parse")
+    assert (missing.arguments, missing.result_text, missing.is_error) == ({"path": "src/parse.py"}, "ENOENT: src/parse.py", True)
+    assert (listing.call_id, listing.result_text, listing.input_tokens) == ("toolu_03", None, 620)
+    assert kinds(summary) == ["user", "assistant"]
+
+
+def test_anthropic_steps_of_one_request() -> None:
+    skipped: List[TraceFormatError] = []
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "name": "ls", "input": {}}, {"type": "hologram"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nobody", "content": "x"}]},
+        {"role": "system", "content": "no"},
+        {"role": "assistant", "content": 7},
+    ]
+    user, call = anthropic.steps(messages, on_skip=skipped.append)
+    assert (user.text, call.tool, call.call_id, call.result_text) == ("go", "ls", None, None)
+    assert [error.problem for error in skipped] == [
+        "messages[1].content[0]: a tool_use without an id (kept, with no result)",
+        "messages[1].content[1]: unknown block 'hologram'",
+        "messages[3].role: unknown role 'system'",
+        "messages[4].content: expected a string or an array, got a number",
+        "a tool_result for 'nobody', which no tool_use has",
+    ]
+
+
+# --- OTLP -----------------------------------------------------------------------------------------
+
+
+def test_otlp_spans_out_of_order_become_steps_by_start_time_per_conversation() -> None:
+    weather, _ = runs_of("otlp.jsonl")
+    assert (weather.session_id, weather.format) == ("conv_weather", "otlp")  # from the invoke_agent span, on the last line
+    assert [step.call_id for step in weather.steps] == ["call_paris", "call_tokyo", "call_forecast", "call_forecast_2"]
+    assert [step.line for step in weather.steps] == [2, 1, 2, 3]
+    paris, tokyo, forecast, pending = weather.steps
+    assert (paris.tool, paris.arguments, paris.result_text) == ("get_weather", {"city": "Paris"}, '{"temp_c":11,"sky":"rain"}')
+    assert (paris.input_tokens, paris.output_tokens) == (120, 48)  # the chat span before it
+    assert (paris.started, paris.ended) == (1764590401.1, 1764590401.9)
+    assert (tokyo.arguments, tokyo.result_text, tokyo.input_tokens) == ({"city": "Tokyo"}, "Tokyo: 18C, clear", None)
+    assert (forecast.arguments, forecast.is_error, forecast.error) == (
+        '{"city": "Paris", "days"',
+        True,
+        "arguments are not valid JSON",
+    )
+    assert (forecast.input_tokens, forecast.output_tokens) == (210, 22)
+    assert (pending.result_text, pending.is_error) == (None, False)
+
+
+def test_otlp_openinference_tool_spans_and_the_trace_id_as_the_session() -> None:
+    (_, docs) = runs_of("otlp.jsonl")
+    assert docs.session_id == "0af7651916cd43dd8448eb211c80319c"
+    first, second = docs.steps
+    assert (first.tool, first.call_id, first.arguments, first.result_text) == (
+        "search_docs",
+        "call_s1",
+        {"query": "retry budget"},
+        "3 results",
+    )
+    assert (first.input_tokens, first.output_tokens) == (300, 25)  # llm.token_count.* of the LLM span
+    assert (second.call_id, second.started) == (None, 1764590412.0)
+
+
+def test_otlp_one_traces_data_document() -> None:
+    (docs,) = runs_of("otlp_document.json")
+    assert [step.call_id for step in docs.steps] == ["call_s1", None]
+    assert docs.steps[0].line is None
+
+
+def test_the_same_run_whatever_the_source(tmp_path: Path) -> None:
+    from_path = runs_of("otlp.jsonl")
+    with open(TRACES / "otlp.jsonl", "rb") as stream:
+        from_stream = list(read(stream))
+    assert [run.steps for run in from_stream] == [run.steps for run in from_path]
