@@ -76,6 +76,7 @@ def test_a_call_becomes_a_step_with_parsed_arguments_and_return_code(tmp_path: P
         result_text="<returncode>0</returncode>\n<output>\n/testbed\n</output>",
         returncode=0,
         is_error=False,
+        line=1,
     )
     assert (failed.returncode, failed.is_error, failed.thought) == (1, True, None)
     assert (last.result_text, last.returncode, last.is_error) == (None, None, False)
@@ -86,7 +87,8 @@ def test_gzip_and_plain_files_give_the_same_runs_whatever_the_name(tmp_path: Pat
     plain = list(read_runs(write(tmp_path / "runs.jsonl", lines)))
     compressed = list(read_runs(write(tmp_path / "runs.jsonl.gz", lines, compress=True)))
     misnamed = list(read_runs(str(write(tmp_path / "runs.txt", lines, compress=True))))
-    assert plain == compressed == misnamed
+    assert [run.steps for run in plain] == [run.steps for run in compressed] == [run.steps for run in misnamed]
+    assert [run.source for run in misnamed] == [str(tmp_path / "runs.txt")] * 2
     assert [run.steps[0].arguments for run in plain] == [{"command": "ls"}, {"command": "pwd"}]  # the blank line is skipped
     assert plain[1].exit_status is None
 

@@ -1,22 +1,37 @@
-"""Trace readers and replay: recorded agent runs as plain records, and what the detectors
-would have said about them.
+"""Trace readers and replay: recorded agent runs, in every common trace format, as plain
+records, and what the detectors would have said about them.
 
-- :func:`read_runs` reads a run file (JSON Lines, optionally gzip-compressed, one run per
-  line; see :mod:`doomloop.traces.jsonl`) into :class:`Run` records of :class:`Step` s.
+- :func:`read` reads a trace file (a path, ``"-"`` for stdin or a binary file object; gzip or
+  not) in any of the :data:`FORMATS` into :class:`Run` records of :class:`Step` s, streaming:
+  doomloop's JSONL events (:mod:`~doomloop.traces.events`), the corpus run format
+  (:mod:`~doomloop.traces.runs`), OpenAI chat-completions messages
+  (:mod:`~doomloop.traces.openai_chat`), OpenAI Responses items
+  (:mod:`~doomloop.traces.openai_responses`), Anthropic Messages
+  (:mod:`~doomloop.traces.anthropic`) and OpenTelemetry GenAI spans in OTLP JSON
+  (:mod:`~doomloop.traces.otlp`). :func:`sniff` names the format ``format="auto"`` picks.
+  Malformed records are reported (``on_skip``) and skipped, or raised with ``strict=True``.
+- ``openai_chat.steps``, ``openai_responses.steps`` and ``anthropic.steps`` read one request's
+  messages in memory (a guardrail's view), never raising.
+- :func:`read_runs` reads a run file strictly (the corpus format).
 - :func:`replay` feeds a run to a :class:`Detectors` bundle as a gateway would and yields
   every :class:`Finding`; :func:`first_findings` keeps each detector's first.
 
 The command line and the integrations read traces through this package, so every consumer
-parses a trace the same way. Standard library only.
+parses a trace the same way. The format of each reader is in ``docs/traces.md``. The standard
+library suffices; orjson, when installed, decodes faster.
 """
 
 from .errors import TraceFormatError
-from .jsonl import parse_result, parse_run, read_runs
+from .formats import FORMATS, read, sniff
 from .records import Run, Step
 from .replay import CRITICAL, WARNING, Detectors, Finding, FirstFindings, first_findings, replay
+from .runs import parse_result, parse_run, read_runs
+from .source import MAX_LINE_BYTES
 
 __all__ = [
     "CRITICAL",
+    "FORMATS",
+    "MAX_LINE_BYTES",
     "WARNING",
     "Detectors",
     "Finding",
@@ -27,6 +42,8 @@ __all__ = [
     "first_findings",
     "parse_result",
     "parse_run",
+    "read",
     "read_runs",
     "replay",
+    "sniff",
 ]

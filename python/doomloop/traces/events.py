@@ -1,0 +1,161 @@
+"""Reader of doomloop's own event format (format ``"doomloop"``): JSON Lines, one event per
+line, several sessions interleaved in one file if need be. The schema is in ``docs/traces.md``
+and ``docs/schemas/events-v1.json``.
+
+Each event is an object with ``"v": 1`` and a ``type``: ``user``, ``assistant``,
+``tool_call``, ``tool_result``, ``compaction`` or ``end``. ``session`` names its session (the
+events without one make one session); a ``tool_result`` completes the earlier ``tool_call`` of
+its session with the same ``call_id``, or the call carries its ``result`` (or ``error``)
+itself. An ``end`` event closes its session, whose run is yielded then; the sessions still
+open at the end of the file are yielded after, in the order they started. So the reader
+holds the steps of the open sessions only.
+
+An event that cannot be read (not an object, an unknown ``type`` or ``v``, a call without a
+tool, a result whose call is not pending) is reported and skipped.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+
+from .decode import dumps, kind, tokens
+from .records import Run, Step, new_step
+from .source import Report
+
+__all__ = ["NAME", "VERSION", "looks_like", "runs"]
+
+NAME = "doomloop"
+VERSION = 1
+"""The version of the event format this reader reads (each event's ``v``)."""
+TYPES = ("user", "assistant", "tool_call", "tool_result", "compaction", "end")
+
+
+class _Session:
+    __slots__ = ("exit_status", "pending", "run_id", "steps")
+
+    def __init__(self, run_id: Optional[str]) -> None:
+        self.steps: List[Step] = []
+        self.pending: Dict[str, int] = {}  # call id -> index in steps of a call awaiting its result
+        self.run_id = run_id
+        self.exit_status: Optional[str] = None
+
+
+def looks_like(value: Any) -> int:
+    """2 for an event of this format (``v`` and a known ``type``), 0 otherwise."""
+    return 2 if isinstance(value, dict) and value.get("v") == VERSION and value.get("type") in TYPES else 0
+
+
+def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: Optional[str]) -> Iterator[Run]:
+    """The runs of a file's events (see the module's documentation)."""
+    sessions: Dict[Any, _Session] = {}
+    for line, event in records:
+        if type(event) is not dict:
+            report(f"an event must be a JSON object, got {kind(event)}", line)
+            continue
+        if event.get("v") != VERSION:
+            report(f"v: expected {VERSION}, got {event.get('v')!r}", line)
+            continue
+        key = event.get("session")
+        if key is not None and type(key) is not str:
+            report(f"session: expected a string, got {kind(key)}", line)
+            continue
+        state = sessions.get(key)
+        if state is None:
+            run_id = event.get("run")
+            state = sessions[key] = _Session(run_id if type(run_id) is str else None)
+        type_ = event.get("type")
+        if type_ == "tool_call":
+            _call(event, state, report, line)
+        elif type_ == "tool_result":
+            _result(event, state, report, line)
+        elif type_ == "user" or type_ == "assistant" or type_ == "compaction":
+            text = event.get("text")
+            if text is not None and type(text) is not str:
+                report(f"text: expected a string, got {kind(text)}", line)
+                continue
+            given, produced = tokens(event.get("usage"))
+            ts = _time(event.get("ts"), report, line)
+            state.steps.append(new_step(None, None, None, None, None, None, False, type_, text, None, given, produced, ts, ts, line))
+        elif type_ == "end":
+            status = event.get("status")
+            state.exit_status = status if type(status) is str else None
+            del sessions[key]
+            yield _run(key, state, source)
+        else:
+            report(f"type: unknown event type {type_!r}", line)
+    for key, state in sessions.items():
+        yield _run(key, state, source)
+
+
+def _run(key: Optional[str], state: _Session, source: Optional[str]) -> Run:
+    return Run(None, state.exit_status, tuple(state.steps), key, state.run_id, source, NAME)
+
+
+def _call(event: Dict[str, Any], state: _Session, report: Report, line: Optional[int]) -> None:
+    tool = event.get("tool")
+    if type(tool) is not str:
+        report(f"tool: expected a string, got {kind(tool)}", line)
+        return
+    call_id = event.get("call_id")
+    if call_id is not None and type(call_id) is not str:
+        report(f"call_id: expected a string, got {kind(call_id)}", line)
+        return
+    thought = event.get("thought")
+    given, produced = tokens(event.get("usage")) if "usage" in event else (None, None)
+    started = _time(event.get("ts"), report, line)
+    has_result = "result" in event or "error" in event
+    result, error, returncode, is_error = _outcome(event) if has_result else (None, None, None, False)
+    ended = _time(event.get("ended"), report, line) if "ended" in event else started if has_result else None
+    state.steps.append(
+        new_step(tool, event.get("arguments"), call_id, thought if type(thought) is str else None, result, returncode, is_error, "tool", None, error, given, produced, started, ended, line)
+    )
+    if not has_result and call_id is not None:
+        state.pending[call_id] = len(state.steps) - 1
+
+
+def _result(event: Dict[str, Any], state: _Session, report: Report, line: Optional[int]) -> None:
+    call_id = event.get("call_id")
+    index = state.pending.pop(call_id, None) if type(call_id) is str else None
+    if index is None:
+        report(f"a tool_result for call_id {call_id!r}, which no pending tool_call of this session has", line)
+        return
+    call = state.steps[index]
+    result, error, returncode, is_error = _outcome(event)
+    ended = _time(event.get("ts"), report, line)
+    state.steps[index] = new_step(
+        call.tool, call.arguments, call.call_id, call.thought, result, returncode, is_error, "tool", None, error, call.input_tokens, call.output_tokens, call.started, ended, call.line
+    )
+
+
+def _outcome(event: Dict[str, Any]) -> Tuple[Optional[str], Optional[str], Optional[int], bool]:
+    # (result, error, returncode, is_error) of a call's outcome; a result that is not a string
+    # is kept as its JSON text.
+    result = event.get("result")
+    if result is not None and type(result) is not str:
+        result = dumps(result)
+    error = event.get("error")
+    if error is not None and type(error) is not str:
+        error = dumps(error)
+    returncode = event.get("returncode")
+    if type(returncode) is not int:
+        returncode = None
+    is_error = event.get("is_error") is True or error is not None or bool(returncode)
+    return result, error, returncode, is_error
+
+
+def _time(value: Any, report: Report, line: Optional[int]) -> Optional[float]:
+    # Epoch seconds, or an RFC 3339 time (UTC when it has no offset).
+    if value is None:
+        return None
+    if type(value) is float or type(value) is int:
+        return float(value)
+    if type(value) is str:
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            return (moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)).timestamp()
+    report(f"ts: expected epoch seconds or an RFC 3339 time, got {value!r} (kept without a time)", line)
+    return None

@@ -1,0 +1,170 @@
+"""Reader of OpenAI chat-completions message lists (format ``"openai-chat"``).
+
+A record is a conversation: a list of messages, or an object ``{"messages": [...]}`` (the
+shape of mini-swe-agent trajectories, whose ``info.exit_status`` becomes the run's). A file
+is one such JSON document, or JSON Lines of them; a line that re-sends the previous line's
+messages continues its run (see :mod:`doomloop.traces.conversation`).
+
+Messages:
+
+- ``user``: a ``"user"`` step with the content's text;
+- ``assistant`` with ``tool_calls``: one ``"tool"`` step per call, ``function.name`` and
+  ``function.arguments`` (a JSON string, kept raw when it is not JSON), the message's text as
+  the first call's ``thought``, its ``usage`` (``prompt_tokens``/``completion_tokens``) on the
+  first call;
+- ``assistant`` without calls: an ``"assistant"`` step;
+- ``tool``: the result of the call whose id is its ``tool_call_id`` (a leading
+  ``<returncode>N</returncode>`` is read as the return code);
+- ``system`` and ``developer``: not steps.
+
+A message that cannot be read (not an object, an unknown role, a call without a name, a
+result whose call is missing) is reported and skipped; a call without an id is kept, without
+a result.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+
+from .conversation import Conversation, content_text, conversations, report_to
+from .decode import kind, maybe_json, optional_str, tokens
+from .errors import TraceFormatError
+from .records import Run, Step, new_step
+from .runs import parse_result
+from .source import Report
+
+__all__ = ["NAME", "looks_like", "runs", "steps"]
+
+NAME = "openai-chat"
+_TEXT = ("text", "input_text", "output_text")
+_QUIET_ROLES = frozenset(("system", "developer"))
+_ROLES = frozenset(("user", "assistant", "tool")) | _QUIET_ROLES
+
+
+def steps(messages: Any, *, on_skip: Optional[Callable[[TraceFormatError], None]] = None) -> List[Step]:
+    """The steps of one request's message list. Never raises: what cannot be read is passed
+    to ``on_skip`` (a :class:`TraceFormatError` naming the message) and skipped."""
+    if not isinstance(messages, list):
+        report_to(on_skip)(f"messages: expected an array, got {kind(messages)}", None)
+        return []
+    return _steps(messages, report_to(on_skip), lambda index: None)
+
+
+def _steps(messages: List[Any], report: Report, line_of: Callable[[int], Optional[int]]) -> List[Step]:
+    results: Dict[str, Tuple[int, Dict[str, Any]]] = {}
+    for index, message in enumerate(messages):
+        if isinstance(message, dict) and message.get("role") == "tool":
+            call_id = message.get("tool_call_id")
+            if isinstance(call_id, str):
+                results[call_id] = (index, message)
+    matched = set()
+    out: List[Step] = []
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(message, dict):
+            report(f"{where}: expected an object, got {kind(message)}", line_of(index))
+            continue
+        role = message.get("role")
+        if role == "assistant":
+            calls = message.get("tool_calls")
+            text = content_text(message.get("content"), _TEXT)
+            given, produced = tokens(message.get("usage"))
+            if isinstance(calls, list) and calls:
+                _calls(calls, text, given, produced, results, matched, out, report, where, line_of(index))
+            else:
+                out.append(new_step(None, None, None, None, None, None, False, "assistant", text, None, given, produced, line=line_of(index)))
+        elif role == "user":
+            out.append(new_step(None, None, None, None, None, None, False, "user", content_text(message.get("content"), _TEXT), line=line_of(index)))
+        elif role == "tool":
+            if not isinstance(message.get("tool_call_id"), str):
+                report(f"{where}: a tool message without a tool_call_id", line_of(index))
+        elif role not in _QUIET_ROLES:
+            report(f"{where}.role: unknown role {role!r}", line_of(index))
+    for call_id, (index, _) in results.items():
+        if call_id not in matched:
+            report(f"messages[{index}]: a result for {call_id!r}, which no call has", line_of(index))
+    return out
+
+
+def _calls(
+    calls: List[Any],
+    text: Optional[str],
+    given: Optional[int],
+    produced: Optional[int],
+    results: Dict[str, Tuple[int, Dict[str, Any]]],
+    matched: set,
+    out: List[Step],
+    report: Report,
+    where: str,
+    line: Optional[int],
+) -> None:
+    first = True
+    for number, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str):
+            report(f"{where}.tool_calls[{number}]: a call without a function name", line)
+            continue
+        call_id = call.get("id")
+        if not isinstance(call_id, str):
+            call_id = None
+            report(f"{where}.tool_calls[{number}]: a call without an id (kept, with no result)", line)
+        found = results.get(call_id) if call_id is not None else None
+        result = None
+        if found is not None:
+            matched.add(call_id)
+            result = content_text(found[1].get("content"), _TEXT) or ""
+        returncode, is_error = parse_result(result)
+        out.append(
+            new_step(
+                name,
+                maybe_json(function.get("arguments")),
+                call_id,
+                text if first else None,
+                result,
+                returncode,
+                is_error,
+                input_tokens=given if first else None,
+                output_tokens=produced if first else None,
+                line=line,
+            )
+        )
+        first = False
+
+
+def looks_like(value: Any) -> int:
+    """2 when ``value`` is a chat conversation by a mark only this format has (``tool_calls``,
+    a ``tool`` or ``system`` message in a message list), 1 when it is a list of role/content
+    messages another format could have written, 0 otherwise."""
+    messages = value.get("messages") if isinstance(value, dict) else value
+    if not isinstance(messages, list) or not messages:
+        return 0
+    score = 1
+    for message in messages[:64]:
+        if not isinstance(message, dict) or message.get("role") not in _ROLES or "type" in message:
+            return 0
+        if "tool_calls" in message or "tool_call_id" in message or message.get("role") in ("tool", "system", "developer"):
+            score = 2
+        content = message.get("content")
+        if isinstance(content, list) and any(isinstance(part, dict) and part.get("type") in ("tool_use", "tool_result") for part in content):
+            return 0
+    return score
+
+
+def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: Optional[str]) -> Iterator[Run]:
+    """The runs of a file's records (see the module's documentation)."""
+    for conversation in conversations(records, lambda value, line: _conversation(value, line, report)):
+        found = _steps(conversation.items, report, conversation.line_of)
+        yield Run(conversation.path, conversation.exit_status, tuple(found), conversation.session_id, None, source, NAME)
+
+
+def _conversation(value: Any, line: Optional[int], report: Report) -> Optional[Conversation]:
+    if isinstance(value, list):
+        return Conversation(value, [0], [line])
+    messages = value.get("messages") if isinstance(value, dict) else None
+    if not isinstance(messages, list):
+        report(f"a conversation is a list of messages or an object with one, got {kind(value)}", line)
+        return None
+    info = value.get("info")
+    session = optional_str(value, "session_id") or optional_str(value, "id")
+    return Conversation(messages, [0], [line], session, optional_str(info, "exit_status"), optional_str(value, "path"))

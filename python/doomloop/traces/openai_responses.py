@@ -1,0 +1,208 @@
+"""Reader of OpenAI Responses API items (format ``"openai-responses"``).
+
+A record is a list of items, a request (its ``input``: a string or a list of items), a
+response (its ``output``; ``usage`` with ``input_tokens``/``output_tokens``), or an object with
+both. A file is one such JSON document, or JSON Lines of them. A line continues the previous
+line's run when it re-sends the previous items (see :mod:`doomloop.traces.conversation`), when
+its ``previous_response_id`` is the previous line's ``id``, when both name the same
+``conversation``, or when it is the response to the request before it.
+
+Items:
+
+- ``function_call`` (``call_id``, ``name``, ``arguments`` as a JSON string, kept raw when it is
+  not JSON) and ``custom_tool_call`` (``input``): a ``"tool"`` step, with the text of the
+  assistant message just before it as its ``thought``;
+- ``function_call_output`` and ``custom_tool_call_output`` (``call_id``, ``output`` as a string
+  or content parts): the result of that call;
+- ``message`` (or an item with a ``role`` and no ``type``): a ``"user"`` or ``"assistant"``
+  step with its text; ``system`` and ``developer`` messages are not steps;
+- ``compaction``: a ``"compaction"`` step;
+- ``reasoning``, ``item_reference`` and the built-in tools' calls: not steps.
+
+A response's usage goes on the first step of its output. What cannot be read is reported and
+skipped; a call without a ``call_id`` is kept, without a result.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+
+from .conversation import Conversation, content_text, conversations, report_to
+from .decode import kind, maybe_json, optional_str, tokens
+from .errors import TraceFormatError
+from .records import Run, Step, new_step
+from .runs import parse_result
+from .source import Report
+
+__all__ = ["NAME", "looks_like", "runs", "steps"]
+
+NAME = "openai-responses"
+_TEXT = ("input_text", "output_text", "text")
+_CALLS = frozenset(("function_call", "custom_tool_call"))
+_OUTPUTS = frozenset(("function_call_output", "custom_tool_call_output"))
+_QUIET = frozenset(
+    (
+        "reasoning",
+        "item_reference",
+        "web_search_call",
+        "file_search_call",
+        "computer_call",
+        "computer_call_output",
+        "code_interpreter_call",
+        "image_generation_call",
+        "local_shell_call",
+        "local_shell_call_output",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+    )
+)
+_MARKS = _CALLS | _OUTPUTS | frozenset(("message", "reasoning", "compaction"))
+# The key under which the readers keep a response's usage on its first output item.
+_USAGE = "\x00usage"
+
+
+def steps(items: Any, *, on_skip: Optional[Callable[[TraceFormatError], None]] = None) -> List[Step]:
+    """The steps of one request's ``input`` items (a string is one user message). Never
+    raises: what cannot be read is passed to ``on_skip`` (a :class:`TraceFormatError` naming
+    the item) and skipped."""
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    if not isinstance(items, list):
+        report_to(on_skip)(f"input: expected an array, got {kind(items)}", None)
+        return []
+    return _steps(items, report_to(on_skip), lambda index: None)
+
+
+def _steps(items: List[Any], report: Report, line_of: Callable[[int], Optional[int]]) -> List[Step]:
+    outputs: Dict[str, Dict[str, Any]] = {}
+    for item in items:
+        if isinstance(item, dict) and item.get("type") in _OUTPUTS and isinstance(item.get("call_id"), str):
+            outputs[item["call_id"]] = item
+    matched = set()
+    out: List[Step] = []
+    thought: Optional[str] = None  # the text of the assistant message just before a call
+    out_line: Optional[int] = None
+    usage: Any = None
+    for index, item in enumerate(items):
+        where = f"items[{index}]"
+        line = line_of(index)
+        if not isinstance(item, dict):
+            report(f"{where}: expected an object, got {kind(item)}", line)
+            continue
+        usage = item.get(_USAGE, usage)
+        given, produced = tokens(usage)
+        type_ = item.get("type", "message" if "role" in item else None)
+        if type_ in _CALLS:
+            name = item.get("name")
+            if not isinstance(name, str):
+                report(f"{where}: a {type_} without a name", line)
+                continue
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str):
+                call_id = None
+                report(f"{where}: a {type_} without a call_id (kept, with no result)", line)
+            found = outputs.get(call_id) if call_id is not None else None
+            result = None
+            if found is not None:
+                matched.add(call_id)
+                result = content_text(found.get("output"), _TEXT) or ""
+            returncode, is_error = parse_result(result)
+            arguments = maybe_json(item.get("arguments") if type_ == "function_call" else item.get("input"))
+            out.append(new_step(name, arguments, call_id, thought, result, returncode, is_error, input_tokens=given, output_tokens=produced, line=line))
+            thought = None
+            usage = None
+            continue
+        if thought is not None:
+            out.append(new_step(None, None, None, None, None, None, False, "assistant", thought, line=out_line))
+            thought = None
+        if type_ == "message":
+            role = item.get("role")
+            text = content_text(item.get("content"), _TEXT)
+            if role == "assistant":
+                thought, out_line = text, line  # a call next takes it as its thought
+                if thought is None:
+                    out.append(new_step(None, None, None, None, None, None, False, "assistant", None, None, given, produced, line=line))
+                    usage = None
+                continue
+            if role == "user":
+                out.append(new_step(None, None, None, None, None, None, False, "user", text, line=line))
+            elif role not in ("system", "developer"):
+                report(f"{where}.role: unknown role {role!r}", line)
+        elif type_ == "compaction":
+            out.append(new_step(None, None, None, None, None, None, False, "compaction", None, line=line))
+        elif type_ in _OUTPUTS:
+            if not isinstance(item.get("call_id"), str):
+                report(f"{where}: a {type_} without a call_id", line)
+        elif type_ not in _QUIET:
+            report(f"{where}: unknown item type {type_!r}", line)
+    if thought is not None:
+        given, produced = tokens(usage)
+        out.append(new_step(None, None, None, None, None, None, False, "assistant", thought, None, given, produced, line=out_line))
+    for call_id in outputs:
+        if call_id not in matched:
+            report(f"a {outputs[call_id].get('type')} for {call_id!r}, which no call has", None)
+    return out
+
+
+def looks_like(value: Any) -> int:
+    """2 when ``value`` is a request (``input``), a response (``output``) or a list of items
+    with a ``type`` this format has; 0 otherwise."""
+    if isinstance(value, dict):
+        if value.get("object") == "response" or isinstance(value.get("output"), list):
+            return 2
+        if "input" in value and "messages" not in value and isinstance(value.get("input"), (list, str)):
+            return 2
+        return 0
+    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value[:64]):
+        return 2 if any(item.get("type") in _MARKS for item in value[:64]) else 0
+    return 0
+
+
+def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: Optional[str]) -> Iterator[Run]:
+    """The runs of a file's records (see the module's documentation)."""
+    read = lambda value, line: _conversation(value, line, report)  # noqa: E731
+    for conversation in conversations(records, read, _follows):
+        found = _steps(conversation.items, report, conversation.line_of)
+        yield Run(conversation.path, conversation.exit_status, tuple(found), conversation.session_id, None, source, NAME)
+
+
+def _follows(previous: Any, value: Any) -> bool:
+    if not isinstance(previous, dict) or not isinstance(value, dict):
+        return False
+    earlier = previous.get("id")
+    if earlier is not None and value.get("previous_response_id") == earlier:
+        return True
+    conversation = _conversation_id(value)
+    if conversation is not None and conversation == _conversation_id(previous):
+        return True
+    # A response logged after the request it answers.
+    return "input" in previous and "output" not in previous and "output" in value and "input" not in value
+
+
+def _conversation_id(record: Dict[str, Any]) -> Optional[str]:
+    conversation = record.get("conversation")
+    return optional_str(conversation, "id") if isinstance(conversation, dict) else conversation if isinstance(conversation, str) else None
+
+
+def _conversation(value: Any, line: Optional[int], report: Report) -> Optional[Conversation]:
+    if isinstance(value, list):
+        return Conversation(list(value), [0], [line])
+    if not isinstance(value, dict):
+        report(f"a record is a list of items, a request or a response, got {kind(value)}", line)
+        return None
+    given = value.get("input", [])
+    items = [{"role": "user", "content": given}] if isinstance(given, str) else given
+    output = value.get("output", [])
+    if not isinstance(items, list) or not isinstance(output, list):
+        report("input and output: expected arrays", line)
+        return None
+    items = list(items)
+    if output:
+        first = output[0]
+        # The usage rides on the first output item, in a key no item has.
+        items.append({**first, _USAGE: value.get("usage")} if isinstance(first, dict) else first)
+        items.extend(output[1:])
+    status = optional_str(value, "status")
+    return Conversation(items, [0], [line], _conversation_id(value) or optional_str(value, "id"), status if output else None)
