@@ -11,6 +11,17 @@ from typing import Any, Callable, Dict, List
 import anthropic
 import openai
 import pytest
+
+from doomloop import ChantDetector, ChantingDetected, guard_chat_stream as top_level_guard
+from doomloop.integrations.anthropic import guard_message_stream, guard_message_stream_async, message_pieces
+from doomloop.integrations.openai import (
+    chat_pieces,
+    guard_chat_stream,
+    guard_chat_stream_async,
+    guard_responses_stream,
+    guard_responses_stream_async,
+    responses_pieces,
+)
 from sse import (
     Recorded,
     anthropic_json,
@@ -23,17 +34,6 @@ from sse import (
     sdk_http,
     text_delta,
     tool_delta,
-)
-
-from doomloop import ChantDetector, ChantingDetected, guard_chat_stream as top_level_guard
-from doomloop.integrations.anthropic import guard_message_stream, guard_message_stream_async, message_pieces
-from doomloop.integrations.openai import (
-    chat_pieces,
-    guard_chat_stream,
-    guard_chat_stream_async,
-    guard_responses_stream,
-    guard_responses_stream_async,
-    responses_pieces,
 )
 
 PROSE = [f"Sentence {i} says something new about topic {i * 7 % 13}. " for i in range(30)]
@@ -214,7 +214,7 @@ def test_async_anthropic_stream_and_dicts() -> None:
         return len([e async for e in guard_message_stream_async(stream, on_chant="stop")])
 
     assert 0 < asyncio.run(consume()) < len(deltas) and recorded.closed == 1
-    assert [list(message_pieces(d)) for d in deltas[:2]] == [[(0, PROSE[0])], [(0, PROSE[1])]]
+    assert [list(message_pieces(d)) for d in deltas[:2]] == [[((0, "text"), PROSE[0])], [((0, "text"), PROSE[1])]]
     assert list(message_pieces({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta"}})) == []
 
 

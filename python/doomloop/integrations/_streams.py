@@ -34,7 +34,9 @@ T = TypeVar("T")
 
 Pieces = Callable[[Any], Iterable[Tuple[Hashable, str]]]
 """Reads one chunk: the ``(stream, text)`` pairs it carries, ``stream`` naming the stream of
-text within the response (a choice's content, a tool call's arguments, a content block)."""
+text within the response as ``(position, part)``: the position of the choice, output item or
+content block, and ``part`` ``"text"`` for answer text (anything else is a tool call's
+input)."""
 
 DetectorSource = Union[ChantDetector, Callable[[], ChantDetector], None]
 """What a guard takes as ``detector``: None (a new ``ChantDetector()`` per stream), a

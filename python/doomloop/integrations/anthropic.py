@@ -20,22 +20,23 @@ T = TypeVar("T")
 OnChant = Literal["raise", "stop"]
 
 _NONE: Tuple[Tuple[Hashable, str], ...] = ()
-# The field of each delta type that carries its text.
-_DELTA_TEXT = {"text_delta": "text", "input_json_delta": "partial_json"}
+# The field of each delta type that carries its text, and the part of the block it writes.
+_DELTA_TEXT = {"text_delta": ("text", "text"), "input_json_delta": ("partial_json", "input")}
 
 
 def message_pieces(event: Any) -> Iterable[Tuple[Hashable, str]]:
-    """The text a Messages stream event carries, keyed by its content block's ``index``."""
+    """The text a Messages stream event carries, keyed ``(block index, "text")`` for text and
+    ``(block index, "input")`` for a tool call's input."""
     if field(event, "type") != "content_block_delta":
         return _NONE
     delta = field(event, "delta")
-    name = None if delta is None else _DELTA_TEXT.get(field(delta, "type"))
-    if name is None:
+    known = None if delta is None else _DELTA_TEXT.get(field(delta, "type"))
+    if known is None:
         return _NONE
-    text = field(delta, name)
+    text = field(delta, known[0])
     if type(text) is not str or not text:
         return _NONE
-    return ((field(event, "index"), text),)
+    return (((field(event, "index"), known[1]), text),)
 
 
 def guard_message_stream(chunks: Iterable[T], detector: DetectorSource = None, *, on_chant: OnChant = "raise") -> Iterator[T]:

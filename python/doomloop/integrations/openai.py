@@ -28,13 +28,12 @@ T = TypeVar("T")
 OnChant = Literal["raise", "stop"]
 
 _NONE: Tuple[Tuple[Hashable, str], ...] = ()
-# The stream key of a choice's content (tool calls are keyed by their index, from 0).
-_CONTENT = -1
 
 
 def chat_pieces(chunk: Any) -> List[Tuple[Hashable, str]]:
     """The text a chat-completion chunk carries, as ``((choice, part), text)`` pairs: ``part``
-    is -1 for ``delta.content`` and the tool call's ``index`` for its ``function.arguments``."""
+    is ``"text"`` for ``delta.content`` and the tool call's ``index`` for its
+    ``function.arguments``."""
     found: List[Tuple[Hashable, str]] = []
     choices = field(chunk, "choices")
     if not choices:
@@ -48,7 +47,7 @@ def chat_pieces(chunk: Any) -> List[Tuple[Hashable, str]]:
             index = position
         content = field(delta, "content")
         if type(content) is str and content:
-            found.append(((index, _CONTENT), content))
+            found.append(((index, "text"), content))
         calls = field(delta, "tool_calls")
         if calls:
             for order, call in enumerate(calls):
@@ -64,9 +63,9 @@ _RESPONSES_TEXT = frozenset({"response.output_text.delta", "response.function_ca
 
 
 def responses_pieces(event: Any) -> Iterable[Tuple[Hashable, str]]:
-    """The text a Responses API stream event carries: ``response.output_text.delta`` (keyed by
-    its output item and content part) and ``response.function_call_arguments.delta`` (keyed by
-    its output item)."""
+    """The text a Responses API stream event carries: ``response.output_text.delta`` (keyed
+    ``((item, content part), "text")``) and ``response.function_call_arguments.delta`` (keyed
+    ``(item, "arguments")``), ``item`` the output index (or the item id)."""
     kind = field(event, "type")
     if kind not in _RESPONSES_TEXT:
         return _NONE
@@ -76,7 +75,9 @@ def responses_pieces(event: Any) -> Iterable[Tuple[Hashable, str]]:
     item = field(event, "output_index")
     if item is None:
         item = field(event, "item_id")
-    return (((item, field(event, "content_index")), delta),)
+    if kind == "response.output_text.delta":
+        return ((((item, field(event, "content_index")), "text"), delta),)
+    return (((item, "arguments"), delta),)
 
 
 def guard_chat_stream(chunks: Iterable[T], detector: DetectorSource = None, *, on_chant: OnChant = "raise") -> Iterator[T]:
