@@ -58,16 +58,8 @@ def mark(item: Any) -> str:
     text = content if isinstance(content, str) else json.dumps(content, sort_keys=True, default=str)
     calls = item.get("tool_calls")
     ids = ",".join(str(call.get("id")) for call in calls if isinstance(call, dict)) if isinstance(calls, list) else ""
-    return "|".join(
-        (
-            str(item.get("role") or item.get("type")),
-            str(item.get("tool_call_id") or item.get("call_id") or item.get("id") or ""),
-            ids,
-            str(len(text)),
-            text[:48],
-            text[-48:],
-        )
-    )
+    name = item.get("tool_call_id") or item.get("call_id") or item.get("id") or ""
+    return f"{item.get('role') or item.get('type')}|{name}|{ids}|{len(text)}|{text[:48]}|{text[-48:]}"
 
 
 class Conversation:
@@ -93,15 +85,19 @@ class Conversation:
         seen. ``read`` turns a slice of the history into steps (it never raises)."""
         observed = Observed()
         count = self.count
-        monitor = self.monitor
-        if count and (len(items) < count or mark(items[count - 1]) != self.last):
+        size = len(items)
+        at_cursor = mark(items[count - 1]) if 0 < count <= size else None
+        if count and at_cursor != self.last:
             observed.compacted = True
-            observed.findings += monitor.record_compaction()
+            observed.findings += self.monitor.record_compaction()
             self._feed(read(items), observed, replayed=True)
-        elif len(items) > count:
-            observed.new_items = len(items) - count
+        elif size > count:
+            observed.new_items = size - count
             self._feed(read(items[count:]), observed, replayed=False)
-        self.count = len(items)
+        elif size == count:
+            # Resent unchanged: nothing to read, and the cursor's mark is the one just checked.
+            return observed
+        self.count = size
         self.last = mark(items[-1]) if items else ""
         return observed
 
