@@ -26,6 +26,9 @@ MASTER_KEY = "sk-" + "5f0c" * 16
 
 
 def require_litellm() -> None:
+    """Skip (fail under CI) without litellm; with it, keep litellm off the network (it fetches
+    its model cost map on import otherwise)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if importlib.util.find_spec("litellm") is None or importlib.util.find_spec("openai") is None:
         reason = 'litellm and openai are not installed (pip install "doomloop[litellm]" openai)'
         if os.environ.get("CI"):
@@ -40,9 +43,10 @@ def snippet() -> str:
     return text[start : text.index("```", start)]
 
 
-def config(upstream_url: str, options: Optional[Dict[str, Any]] = None) -> str:
+def config(upstream_url: str, options: Optional[Dict[str, Any]] = None, *, metrics: bool = False) -> str:
     """A config.yaml: one model on the fake upstream, and the documented guardrail snippet
-    (``options`` appended to its ``litellm_params``; None leaves the guardrail out)."""
+    (``options`` appended to its ``litellm_params``; None leaves the guardrail out); with
+    ``metrics``, LiteLLM's Prometheus callback, which serves ``/metrics``."""
     lines = [
         "model_list:",
         "  - model_name: fake",
@@ -56,6 +60,8 @@ def config(upstream_url: str, options: Optional[Dict[str, Any]] = None) -> str:
         "  num_retries: 0",
         "  request_timeout: 30",
     ]
+    if metrics:
+        lines.append('  callbacks: ["prometheus"]')
     text = "\n".join(lines) + "\n"
     if options is not None:
         text += snippet()
@@ -83,7 +89,7 @@ class Proxy:
     def wait(self) -> None:
         """Until the proxy answers its liveness probe (several starting at once share the
         machine: each may take minutes)."""
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 pytest.fail(f"the proxy exited ({self.process.returncode}):\n{self.log.read_text()[-4000:]}")
@@ -94,7 +100,7 @@ class Proxy:
                 pass
             time.sleep(0.25)
         self.stop()
-        pytest.fail(f"the proxy did not start in 300 s:\n{self.log.read_text()[-4000:]}")
+        pytest.fail(f"the proxy did not start in 600 s:\n{self.log.read_text()[-4000:]}")
 
     def stop(self) -> None:
         if self.process.poll() is None:

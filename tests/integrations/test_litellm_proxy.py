@@ -50,7 +50,7 @@ class Proxies:
         self.all: Dict[str, Proxy] = {}
         try:
             for name, options in specs.items():
-                self.all[name] = Proxy(directory, config(upstream.url, options), name, wait=False)
+                self.all[name] = Proxy(directory, config(upstream.url, options, metrics=name == "warn"), name, wait=False)
             for proxy in self.all.values():
                 proxy.wait()
         except BaseException:
@@ -177,6 +177,15 @@ def test_warn_mode_never_blocks(proxies: Proxies) -> None:
     outcomes = list(agent(proxies.client("warn"), "task: loop (warn mode)", BLOCK_AT + 3))
     assert outcomes == [None] * (BLOCK_AT + 3)
     assert any("CRITICAL" in note for note in notes_in(proxies.upstream.requests[-1]))
+
+
+def test_metrics_are_served_on_the_proxys_metrics(proxies: Proxies) -> None:
+    # After the warn-mode agent above: its loop events are counted in the proxy's own /metrics.
+    list(agent(proxies.client("warn"), "task: loop (metrics)", WARN_AT + 2))
+    text = httpx.get(proxies.all["warn"].url.removesuffix("/v1") + "/metrics", timeout=30).text
+    counted = re.findall(r'doomloop_loop_events_total\{[^}]*detector="generic_repeat"[^}]*level="warning"[^}]*\} (\d+)', text)
+    assert counted and int(float(counted[0])) >= 2, text[:2000]
+    assert re.search(r"^doomloop_sessions_live \d", text, flags=re.M)
 
 
 def test_two_sessions_do_not_interfere(proxies: Proxies) -> None:
