@@ -61,7 +61,7 @@ def config(upstream_url: str, options: Optional[Dict[str, Any]] = None, *, metri
         "  request_timeout: 30",
     ]
     if metrics:
-        lines.append('  callbacks: ["prometheus"]')
+        lines += ['  callbacks: ["prometheus"]', "  require_auth_for_metrics_endpoint: false"]
     text = "\n".join(lines) + "\n"
     if options is not None:
         text += snippet()
