@@ -38,9 +38,9 @@ def test_bare_detector_call(benchmark: Any) -> None:
 
 @pytest.mark.benchmark(group="gateway: one tool call")
 def test_registry_call(benchmark: Any) -> None:
-    from doomloop import LoopDetectionConfig
+    from doomloop import Profile
 
-    registry = SessionRegistry(tool_config=LoopDetectionConfig(**QUIET))
+    registry = SessionRegistry(Profile.recommended().replace(**QUIET))
     before, after = registry.before_tool_call, registry.after_tool_call
 
     def call() -> None:

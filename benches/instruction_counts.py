@@ -53,6 +53,31 @@ SCENARIOS = {
         "result = {'content': [{'type': 'text', 'text': 'a.py b.py'}], 'details': {'status': 'completed', 'exitCode': 0}}",
         "params = pool[i % 1000]; before('read', params); after('read', params, result=result)",
     ),
+    "monitor": (
+        "Monitor.before_tool_call + after_tool_call (1,000 distinct params and results, no loop), recording"
+        " the action in its session detector too",
+        1,
+        20_000,
+        "m = doomloop.Monitor(); before, after = m.before_tool_call, m.after_tool_call\n"
+        "pool = [{'command': f'ls {i}', 'cwd': '/w', 'timeout': 30} for i in range(1000)]\n"
+        "results = [{'content': [{'type': 'text', 'text': f'a{i}.py'}], 'details': {'status': 'completed', 'exitCode': 0}}\n"
+        "           for i in range(1000)]",
+        "params = pool[i % 1000]; before('read', params); after('read', params, result=results[i % 1000])",
+    ),
+    "tool_session": (
+        "the bare calls the 'monitor' measure makes: before_tool_call + after_tool_call, record_action +"
+        " is_doom_loop under recommended()",
+        1,
+        20_000,
+        "t = doomloop.ToolLoopDetector(); before, after = t.before_tool_call, t.after_tool_call\n"
+        "d = doomloop.DoomLoopDetector(doomloop.DoomLoopConfig.recommended()); d.start_session()\n"
+        "rec, chk = d.record_action, d.is_doom_loop\n"
+        "pool = [{'command': f'ls {i}', 'cwd': '/w', 'timeout': 30} for i in range(1000)]\n"
+        "results = [{'content': [{'type': 'text', 'text': f'a{i}.py'}], 'details': {'status': 'completed', 'exitCode': 0}}\n"
+        "           for i in range(1000)]",
+        "params = pool[i % 1000]; r = results[i % 1000]; before('read', params); after('read', params, result=r)\n"
+        "    rec('read', params, r, True); chk()",
+    ),
     "chant": (
         "feed, per character of a 1.9 MB chunk",
         1_930_000,

@@ -3,7 +3,8 @@
 Run: ``python benches/quality.py [--corpus PATH] [--seed N] [--markdown]``. The corpus is a
 run file (JSON Lines, optionally gzip-compressed, one run per line; see
 :mod:`doomloop.traces.jsonl`), by default the public corpus vendored in
-``tests/data/corpus/`` (its README gives provenance and licence). Each profile (a way to build the three detectors) replays:
+``tests/data/corpus/`` (its README gives provenance and licence). Each profile
+(:class:`doomloop.Profile`) replays, through a fresh :class:`doomloop.Monitor` per run:
 
 - every run as recorded: a run any detector flags is a false positive, since the runs are
   healthy;
@@ -26,45 +27,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from doomloop import ChantDetector, DoomLoopConfig, DoomLoopDetector, ToolLoopDetector
-from doomloop.traces import CRITICAL, WARNING, Detectors, Finding, Run, Step, parse_result, read_runs, replay
+from doomloop import Monitor, Profile
+from doomloop.traces import Replayed, Run, Step, kind_of, parse_result, read_runs, replay
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corpus" / "agent_runs_public.jsonl.gz"
 LOOP_STEPS = 30
 """How long a planted loop goes on (the chant is one answer)."""
 DETECTORS = ("session", "tool_loop", "chant")
-"""The detectors whose critical findings count as a flag."""
+"""What counts as a flag: any session finding, a blocked call (or guard abort), a chant."""
 COLUMNS = (*DETECTORS, "tool_warning")
-"""What is counted per run: each detector's critical findings, and the tool warnings apart."""
+"""What is counted per run: each detector's flags, and the tool warnings apart."""
 
 # --- profiles ---------------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Profile:
-    """A named way to build the detectors one run is replayed through."""
-
-    name: str
-    build: Optional[Callable[[], Detectors]]
-    """Fresh detectors for one run; None when this build of doomloop lacks the profile."""
-
-
-def _parity() -> Detectors:
-    # Upstream's defaults: PraisonAI's session detector, OpenClaw's tools.loopDetection with
-    # detection switched on (OpenClaw leaves it off), and the chant detector's defaults.
-    return Detectors(DoomLoopDetector(DoomLoopConfig()), ToolLoopDetector.from_openclaw({"enabled": True}), ChantDetector())
-
-
-def _recommended() -> Detectors:
-    # doomloop's profile tuned on real runs (docs/session.md#two-profiles): the session rules
-    # that compare arguments and results, the tool-loop detector's defaults, and a chant
-    # detector with the window and count of the same config.
-    config = DoomLoopConfig.recommended()
-    chant = ChantDetector(config.content_chunk_size, config.max_repeated_chunks)
-    return Detectors(DoomLoopDetector(config), ToolLoopDetector(), chant)
-
-
-PROFILES = (Profile("parity", _parity), Profile("recommended", _recommended))
+PROFILES = (Profile.parity(), Profile.recommended())
+"""Upstream's defaults (PraisonAI's session detector, OpenClaw's tools.loopDetection with
+detection switched on, the chant detector's defaults) and doomloop's profile tuned on real runs
+(docs/session.md#two-profiles)."""
 
 # --- planting ---------------------------------------------------------------------------------
 
@@ -279,26 +258,33 @@ class KindResult:
 
 @dataclass(frozen=True)
 class ProfileResult:
-    """A profile's numbers; ``clean`` and ``kinds`` are None when it is not available."""
+    """A profile's numbers."""
 
     name: str
-    clean: Optional[CleanResult]
-    kinds: Optional[List[KindResult]]
+    clean: CleanResult
+    kinds: List[KindResult]
 
 
-def _key(finding: Finding) -> str:
-    return "tool_warning" if finding.level == WARNING else finding.detector
+def _key(one: Replayed) -> str:
+    # The post-compaction guard is part of the tool-loop detector.
+    key = kind_of(one.finding)
+    return "tool_loop" if key == "guard" else key
 
 
-def measure_clean(build: Callable[[], Detectors], runs: Sequence[Run]) -> CleanResult:
+def _kind(one: Replayed) -> str:
+    # The rule: what follows the detector in the finding's code ("chant" for a chant).
+    return one.finding.code.rpartition(".")[2] if one.finding.code != "chant" else "repeated_output"
+
+
+def measure_clean(profile: Profile, runs: Sequence[Run]) -> CleanResult:
     """Replay every run as recorded."""
     by_detector: Counter[str] = Counter()
     findings: Dict[str, Counter[str]] = {key: Counter() for key in COLUMNS}
     flagged = 0
     for run in runs:
         seen: Dict[str, Set[str]] = {}
-        for finding in replay(run, build()):
-            seen.setdefault(_key(finding), set()).add(f"{finding.kind}: {finding.message}")
+        for one in replay(run, Monitor(profile)):
+            seen.setdefault(_key(one), set()).add(f"{_kind(one)}: {one.finding.message}")
         flagged += any(key in seen for key in DETECTORS)
         by_detector.update(seen.keys())
         for key, messages in seen.items():
@@ -306,35 +292,36 @@ def measure_clean(build: Callable[[], Detectors], runs: Sequence[Run]) -> CleanR
     return CleanResult(len(runs), flagged, dict(by_detector), findings)
 
 
-def _label(finding: Finding) -> str:
+def _label(one: Replayed) -> str:
     # A chant is always repeated_output; the other detectors have several rules.
-    return finding.detector if finding.detector == "chant" else f"{finding.detector}/{finding.kind}"
+    key = _key(one)
+    return key if key == "chant" else f"{key}/{_kind(one)}"
 
 
-def _delay(finding: Finding, start: int) -> int:
+def _delay(one: Replayed, start: int) -> int:
     # Planted calls that had run: a blocked call, or one whose answer was flagged, has not.
-    return finding.step - start + finding.after_call
+    return one.step - start + one.after_call
 
 
-def measure_kind(build: Callable[[], Detectors], kind: Kind, planted: Sequence[Planted]) -> KindResult:
+def measure_kind(profile: Profile, kind: Kind, planted: Sequence[Planted]) -> KindResult:
     """Replay every run with its planted loop; only findings on planted steps count."""
     by_detector: Dict[str, List[int]] = {key: [] for key in COLUMNS}
     first_flags: Counter[str] = Counter()
     delays: List[int] = []
     flagging_before = 0
     for one in planted:
-        within: Dict[str, Finding] = {}
+        within: Dict[str, Replayed] = {}
         before = False
-        for finding in replay(one.run, build()):
-            if finding.step >= one.start + one.length:
+        for found in replay(one.run, Monitor(profile)):
+            if found.step >= one.start + one.length:
                 break
-            if finding.step < one.start:
-                before = before or (finding.step == one.start - 1 and finding.level == CRITICAL)
+            if found.step < one.start:
+                before = before or (found.step == one.start - 1 and _key(found) in DETECTORS)
                 continue
-            within.setdefault(_key(finding), finding)
+            within.setdefault(_key(found), found)
         flagging_before += before
-        for key, finding in within.items():
-            by_detector[key].append(_delay(finding, one.start))
+        for key, found in within.items():
+            by_detector[key].append(_delay(found, one.start))
         flags = [within[name] for name in DETECTORS if name in within]
         if flags:
             delays.append(min(_delay(flag, one.start) for flag in flags))
@@ -344,15 +331,12 @@ def measure_kind(build: Callable[[], Detectors], kind: Kind, planted: Sequence[P
 
 def measure(profile: Profile, runs: Sequence[Run], planted: Dict[str, List[Planted]]) -> ProfileResult:
     """A profile's numbers on the clean runs and on every planted kind."""
-    if profile.build is None:
-        return ProfileResult(profile.name, None, None)
-    kinds = [measure_kind(profile.build, kind, planted[kind.name]) for kind in KINDS]
-    return ProfileResult(profile.name, measure_clean(profile.build, runs), kinds)
+    kinds = [measure_kind(profile, kind, planted[kind.name]) for kind in KINDS]
+    return ProfileResult(profile.name, measure_clean(profile, runs), kinds)
 
 
 # --- tables -----------------------------------------------------------------------------------
 
-NOT_AVAILABLE = "not yet available"
 _DETECTOR_LABELS = {
     "session": "session (`DoomLoopDetector`)",
     "tool_loop": "tool loop, critical (blocked call)",
@@ -392,11 +376,8 @@ def summary_tables(results: Sequence[ProfileResult], markdown: bool) -> str:
     for index, kind in enumerate(KINDS):
         cells = [kind.label]
         for result in results:
-            if result.kinds is None:
-                cells.append(NOT_AVAILABLE)
-            else:
-                one = result.kinds[index]
-                cells.append(_caught(one.delays, one.runs))
+            one = result.kinds[index]
+            cells.append(_caught(one.delays, one.runs))
         kind_rows.append(cells)
     return "\n\n".join(
         [
@@ -409,16 +390,12 @@ def summary_tables(results: Sequence[ProfileResult], markdown: bool) -> str:
 
 
 def _clean_cell(result: ProfileResult, key: Optional[str]) -> str:
-    if result.clean is None:
-        return NOT_AVAILABLE
     count = result.clean.flagged if key is None else result.clean.by_detector.get(key, 0)
     return _share(count, result.clean.runs)
 
 
 def detail_tables(result: ProfileResult, markdown: bool, top: int = 5) -> str:
     """A profile's planted kinds by detector, and its most common findings on clean runs."""
-    if result.clean is None or result.kinds is None:
-        return f"{result.name}: {NOT_AVAILABLE}"
     headers = ["planted kind", "caught", "session", "tool loop", "chant", "tool warning", "first to flag", "flagging before"]
     rows = [
         [

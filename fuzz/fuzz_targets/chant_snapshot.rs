@@ -10,8 +10,7 @@
 //!   chant it then reports fits its window and the stream.
 #![no_main]
 
-use doomloop_engine::chant::{chant_snapshot, restore_chant, Chant, ChantStream, Symbol, Token};
-use doomloop_engine::settings::CHANT;
+use doomloop_engine::chant::{chant_snapshot, restore_chant, Chant, ChantStream, Symbol, Token, CHANT};
 use doomloop_engine::snapshot::{seal, SnapshotKind};
 use libfuzzer_sys::fuzz_target;
 

@@ -1,6 +1,7 @@
 """doomloop: catch LLM agents stuck in loops, with a Rust engine on the hot path."""
 
 from ._core import __version__ as __version__, fingerprint as fingerprint
+from .errors import ConfigError as ConfigError, DoomLoopError as DoomLoopError, SnapshotError as SnapshotError
 from .session import DoomLoopDetector as DoomLoopDetector, DoomLoopEvent as DoomLoopEvent
 from .session_config import DoomLoopConfig as DoomLoopConfig
 
@@ -10,10 +11,13 @@ TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from .chant import ChantDetector as ChantDetector, ChantEvent as ChantEvent, ChantingDetected as ChantingDetected
+    from .chant_config import ChantConfig as ChantConfig
     from .enums import DoomLoopType as DoomLoopType, RecoveryAction as RecoveryAction
-    from .errors import ConfigError as ConfigError, DoomLoopError as DoomLoopError, SnapshotError as SnapshotError
     from .events import LoopEvent as LoopEvent
-    from .openclaw import normalize_agent_id as normalize_agent_id, resolve_openclaw_block as resolve_openclaw_block
+    from .findings import Finding as Finding
+    from .integrations.openclaw import normalize_agent_id as normalize_agent_id, resolve_openclaw_block as resolve_openclaw_block
+    from .monitor import Monitor as Monitor, ToolDecision as ToolDecision
+    from .profile import Profile as Profile
     from .stream import (
         guard_chat_stream as guard_chat_stream,
         guard_chat_stream_async as guard_chat_stream_async,
@@ -46,12 +50,17 @@ _EXPORTS = {
     "ChantDetector": "chant",
     "ChantEvent": "chant",
     "ChantingDetected": "chant",
+    "ChantConfig": "chant_config",
     "DoomLoopError": "errors",
     "ConfigError": "errors",
     "SnapshotError": "errors",
     "LoopEvent": "events",
-    "normalize_agent_id": "openclaw",
-    "resolve_openclaw_block": "openclaw",
+    "Finding": "findings",
+    "Monitor": "monitor",
+    "ToolDecision": "monitor",
+    "Profile": "profile",
+    "normalize_agent_id": "integrations.openclaw",
+    "resolve_openclaw_block": "integrations.openclaw",
     "guard_chat_stream": "stream",
     "guard_chat_stream_async": "stream",
     "guard_stream": "stream",
@@ -69,10 +78,11 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-# Imported above: the session detector needs nothing else. The rest load on first use (PEP
+# Imported above: the session detector needs nothing else, and `errors` hands the engine the
+# exceptions it raises (before anything can reach the engine). The rest load on first use (PEP
 # 562): those modules pull in dataclasses, logging, re and enum, which would cost several
 # times `import doomloop` for a process that only needs the session detector.
-_EAGER = frozenset({"_core", "session", "session_config"})
+_EAGER = frozenset({"_core", "errors", "session", "session_config"})
 
 
 def __getattr__(name: str) -> object:

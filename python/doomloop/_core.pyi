@@ -28,6 +28,7 @@ __all__ = [
     "ToolLoopEngine",
     "ToolOutcome",
     "__version__",
+    "_bind_errors",
     "check_settings",
     "fingerprint",
     "settings_of",
@@ -55,6 +56,10 @@ def snapshot_settings(owner: str, data: Union[bytes, bytearray, memoryview], /) 
     """The settings values (checked) of a snapshot made by a detector whose config class is
     ``owner`` (``"ChantDetector"`` for a chant detector); :class:`doomloop.SnapshotError` if
     ``data`` is not such a snapshot."""
+
+def _bind_errors(*, config_error: type[ValueError], snapshot_error: type[ValueError]) -> None:
+    """Hand the extension the exception classes it raises for a refused setting and an
+    unreadable snapshot (``doomloop.errors`` calls it when imported)."""
 
 def check_settings(owner: str, values: Tuple[Any, ...], /) -> Tuple[Any, ...]:
     """``values`` (one per setting of ``owner``, in order) checked: TypeError for a value of
@@ -302,16 +307,21 @@ class RegistryEngine:
     """Rust session table behind :class:`doomloop.gateway.SessionRegistry` (use that class):
     keys to sessions, idle TTL and least-recently-used eviction, and the tool-call hooks."""
 
-    def __new__(cls, *_args: Any, **_kwargs: Any) -> Self: ...
-    def _configure(
-        self,
+    def __new__(
+        cls,
         *,
         ttl: float,
         max_sessions: int,
         clock: Optional[Callable[[], float]],
         new_session: Callable[[Any, str], Any],
+        normalise_key: Callable[[Any], str],
         shared: Optional[tuple[Callable[..., Any], Callable[..., Any]]],
-    ) -> None: ...
+    ) -> Self:
+        """Built whole from the registry's checked arguments: the idle TTL, the maximum, the
+        clock (None: monotonic), ``new_session(registry, key)`` building a session,
+        ``normalise_key(key)`` the registry's form of a key that is not a short non-empty
+        ``str`` (raising for a bad key), and, with a shared store, the tool-call hooks' path
+        through it."""
     @property
     def ttl(self) -> float:
         """Seconds a session may stay idle before it is evicted."""
@@ -408,8 +418,10 @@ class ChantEngine:
         """Feed one chunk of text; returns a ``ChantEvent`` when chanting is found in it,
         else None. A non-str raises TypeError."""
     def feed_tokens(self, tokens: Any, /) -> Optional[ChantEvent]:
-        """Feed a 1-D numpy array of token ids (int32, int64 or uint32), read without
-        copying; returns a ``ChantEvent`` when chanting is found in it, else None."""
+        """Feed token ids: a list of ints (no numpy needed), or a 1-D numpy array (int32,
+        int64 or uint32) read without copying; returns a ``ChantEvent`` when chanting is
+        found in them, else None. Anything else is a ``TypeError`` (naming the numpy extra
+        when numpy is not imported)."""
     def reset(self) -> None:
         """Forget the stream and any chant found."""
     @property

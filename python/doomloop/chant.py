@@ -48,6 +48,7 @@ from .enums import DoomLoopType
 from .events import LoopEvent, checked_callback, log_extra
 
 if TYPE_CHECKING:
+    from .chant_config import ChantConfig
     from .events import EventCallback
 
 __all__ = ["CHANT_DETACH_THRESHOLD", "ChantDetector", "ChantEvent", "ChantingDetected"]
@@ -72,6 +73,11 @@ class ChantEvent:
     the first chained occurrence, extended back while the text keeps the period."""
     end: int
     """Characters or tokens consumed when the chant was confirmed."""
+
+    @property
+    def message(self) -> str:
+        """The chant described in one line (what it logs, reports and raises)."""
+        return _message(self)
 
     @property
     def loop_type(self) -> DoomLoopType:
@@ -99,7 +105,7 @@ class ChantingDetected(Exception):
 
 
 def _message(event: ChantEvent) -> str:
-    return f"model output is chanting: period {event.period}, {event.count} repeats from offset {event.start}"
+    return f"model output is a chant: period {event.period}, {event.count} repeats from offset {event.start}"
 
 
 def _chanted(detector: ChantDetector, event: ChantEvent) -> None:
@@ -108,7 +114,7 @@ def _chanted(detector: ChantDetector, event: ChantEvent) -> None:
     message = _message(event)
     _log.warning("%s", message, extra=log_extra(detector.session_key))
     if detector.on_event is not None:
-        detector.on_event(LoopEvent("chant", "chanting", "critical", event.count, message, session_key=detector.session_key))
+        detector.on_event(LoopEvent("chant", "chant", "critical", event.count, message, session_key=detector.session_key))
 
 
 class ChantDetector(Snapshots, ChantEngine):
@@ -125,7 +131,7 @@ class ChantDetector(Snapshots, ChantEngine):
             reproduced: detectors with the same seed and options report the same events at
             the same positions. Default: a secret random key per detector.
         on_event: ``callable(LoopEvent)`` called once per chant found (source ``"chant"``,
-            detector ``"chanting"``, level ``"critical"``, count the repeats), with the lock
+            detector ``"chant"``, level ``"critical"``, count the repeats), with the lock
             released; what it raises propagates to the caller of the feed that found it (the
             chant stays found).
         session_key: the gateway session this detector serves, carried by its events and,
@@ -158,6 +164,7 @@ class ChantDetector(Snapshots, ChantEngine):
 
     on_event: Optional[EventCallback]
     session_key: Optional[str]
+    _settings: Tuple[Any, ...]
 
     def __new__(
         cls,
@@ -181,7 +188,15 @@ class ChantDetector(Snapshots, ChantEngine):
         )
         self.on_event = on_event
         self.session_key = session_key
+        self._settings = settings
         return self
+
+    @property
+    def config(self) -> ChantConfig:
+        """The detector's options as a :class:`~doomloop.ChantConfig`."""
+        from .chant_config import ChantConfig
+
+        return ChantConfig(*self._settings)
 
     # Snapshots: its settings are its keyword arguments, in the engine table's order.
     _SNAPSHOT_OPTIONS = frozenset({"on_event", "session_key"})

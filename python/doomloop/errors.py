@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from ._core import _bind_errors
+
 __all__ = ["ConfigError", "DoomLoopError", "SnapshotError", "StoreCorrupt", "StoreUnavailable"]
 
 
@@ -22,7 +24,9 @@ class ConfigError(DoomLoopError, ValueError):
 
 class SnapshotError(DoomLoopError, ValueError):
     """Snapshot data that cannot be restored: corrupt, truncated, of another detector kind or
-    config schema, or of a newer format than this doomloop reads. The message says which."""
+    config schema, or of a newer format than this doomloop reads; or a snapshot that cannot be
+    taken yet (a session detector in the middle of a streamed response). The message says
+    which."""
 
 
 class StoreUnavailable(DoomLoopError, ConnectionError):
@@ -42,3 +46,8 @@ class StoreCorrupt(DoomLoopError, ValueError):
     """A shared store's key holds something that is not a doomloop entry (another type, a
     version that is not a number, missing or extra fields). Raised under ``on_error="closed"``;
     the default fail-open policy logs a warning and overwrites the key instead."""
+
+
+# The engine raises these two classes themselves: handed to it here, once, so that it never
+# imports a doomloop module (``import doomloop`` imports this one first).
+_bind_errors(config_error=ConfigError, snapshot_error=SnapshotError)

@@ -22,7 +22,7 @@ class LoopEvent:
         source: the detector that raised it: ``"tool_loop"``, ``"session"`` or ``"chant"``.
         detector: the rule: a tool-loop detector name (``"generic_repeat"``, ...,
             ``"compaction_loop_persisted"``), a session loop type (``"repeated_action"``, ...),
-            or ``"chanting"``.
+            or ``"chant"``.
         level: ``"warning"`` or ``"critical"``.
         count: the rule's count (repeats seen; for a session episode, the actions recorded).
         message: the human-readable description.

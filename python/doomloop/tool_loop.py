@@ -238,7 +238,8 @@ class ToolLoopDetector(Snapshots, ToolLoopEngine):
     def from_openclaw(cls, cfg: Optional[Mapping[str, Any]], agent_id: Optional[str] = None, **options: Any) -> ToolLoopDetector:
         """A detector configured as OpenClaw would be: ``cfg`` is a whole OpenClaw config or
         just its ``loopDetection`` block, read leniently (bad values fall back to defaults,
-        logged); detection stays off unless ``enabled: true``. ``None`` means no block at
+        logged); detection stays off unless ``enabled: true`` (a warning saying so is logged
+        once, here). ``None`` means no block at
         all: calls and outcomes are recorded and the guard can be armed, but nothing is
         detected. ``options`` are the extension points of the constructor."""
         config = LoopDetectionConfig.from_openclaw(cfg, agent_id, strict=False)

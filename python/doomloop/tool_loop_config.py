@@ -1,12 +1,13 @@
 """Settings of tool-call loop detection: :class:`LoopDetectionConfig` (reading and writing
-OpenClaw's ``tools.loopDetection`` block is :mod:`doomloop.openclaw`'s)."""
+OpenClaw's ``tools.loopDetection`` block is :mod:`doomloop.integrations.openclaw`'s)."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional
 
-from . import _validate, openclaw
+from . import _validate
 from ._settings import Settings, defaults
+from .integrations import openclaw
 
 __all__ = ["LoopDetectionConfig"]
 
@@ -20,8 +21,14 @@ class LoopDetectionConfig(Settings):
     ``enabled`` key) records calls and outcomes and keeps the post-compaction guard on but
     never detects; ``False`` turns detection and the guard off (outcomes are still recorded).
     A Python-native config defaults to ``True``; :meth:`from_openclaw` keeps OpenClaw's
-    default (unset). Thresholds need not be ordered here: at run time ``critical`` is raised
-    to ``warning + 1`` and ``global`` to ``critical + 1`` where needed, with a logged warning.
+    default (unset).
+
+    The thresholds must be ordered, ``warning_threshold < critical_threshold <
+    global_circuit_breaker_threshold``: otherwise :class:`~doomloop.ConfigError` names the
+    two fields and their values. OpenClaw's configuration (the three switches below all off,
+    as :meth:`from_openclaw` reads it) keeps OpenClaw's rule instead: at run time
+    ``critical`` is raised to ``warning + 1`` and ``global`` to ``critical + 1`` where
+    needed, with a logged warning.
 
     The last three switches are doomloop's, not OpenClaw's: ``hash_plain_results`` (a result
     mapping with neither ``content`` nor ``details`` hashes by its value, not as OpenClaw's
@@ -97,14 +104,19 @@ class LoopDetectionConfig(Settings):
         unordered thresholds given in one block. ``strict=False`` applies OpenClaw's run-time
         rules: a bad value falls back to its default (logged), one above a cap is capped.
         ``cfg=None`` (no block at all) gives OpenClaw's defaults with ``enabled`` unset.
+        With ``enabled`` unset nothing is detected (OpenClaw's default): a warning saying so
+        is logged once, here.
         OpenClaw has no keys for doomloop's own switches (``cycle``, ``argument_churn``,
         ``hash_plain_results``): strict parsing rejects them as unknown keys, and every config
         read here has them off.
         """
         if cfg is None:
             _validate.boolean("LoopDetectionConfig.from_openclaw", "strict", strict)
-            return cls(**openclaw.block_values(None))
-        return cls(**openclaw.config_values(cfg, agent_id, strict))
+            config = cls(**openclaw.block_values(None))
+        else:
+            config = cls(**openclaw.config_values(cfg, agent_id, strict))
+        openclaw.warn_if_detection_off(config.enabled)
+        return config
 
     def to_openclaw(self) -> Dict[str, Any]:
         """The equivalent OpenClaw ``loopDetection`` block (``enabled`` left out when unset).

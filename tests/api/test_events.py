@@ -103,9 +103,9 @@ def test_a_chant_is_one_event_with_the_session_key(caplog: pytest.LogCaptureFixt
         assert detector.event is not None
     (chant,) = [e for e in found if e is not None]
     assert [(e.source, e.detector, e.level, e.count, e.blocked, e.session_key, e.run_id) for e in events] == [
-        ("chant", "chanting", "critical", chant.count, False, "s2", None)
+        ("chant", "chant", "critical", chant.count, False, "s2", None)
     ]
-    assert events[0].message == f"model output is chanting: period 28, 8 repeats from offset {chant.start}"
+    assert events[0].message == f"model output is a chant: period 28, 8 repeats from offset {chant.start}"
     assert [(r.getMessage(), r.session_key) for r in caplog.records] == [(events[0].message, "s2")]  # type: ignore[attr-defined]
     detector.reset()
     assert detector.feed(CHANT) is not None and len(events) == 2  # a new stream, a new chant
@@ -116,7 +116,7 @@ def test_a_chant_found_by_a_stream_guard_or_with_tokens_is_an_event() -> None:
     chunks = [CHANT[at : at + 100] for at in range(0, len(CHANT), 100)]
     guarded = list(doomloop.guard_stream(chunks, ChantDetector(on_event=events.append), on_chant="stop"))
     assert guarded == chunks[: len(guarded)] and len(guarded) < len(chunks)
-    assert [e.detector for e in events] == ["chanting"]
+    assert [e.detector for e in events] == ["chant"]
     tokens = ChantDetector(4, 3, on_event=events.append)
     assert tokens.feed_tokens(np.array([1, 2, 3, 4, 5] * 10, dtype=np.int32)) is not None
     assert len(events) == 2 and events[1].count == 3 and events[1].session_key is None

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import pickle
-from pathlib import Path
 from typing import Any, List, Tuple
 
 import pytest
@@ -55,12 +54,16 @@ def test_a_restored_tool_loop_detector_answers_as_its_twin(
     before: List[Step], after: List[Step], thresholds: Tuple[int, int, int, int]
 ) -> None:
     warning, critical, unknown, history = thresholds
+    # Unordered thresholds (raised at run time) only in OpenClaw's configuration: doomloop's
+    # own switches off.
+    openclaw = {} if warning < critical else {"cycle": False, "argument_churn": False, "hash_plain_results": False}
     config = LoopDetectionConfig(
         warning_threshold=warning,
         critical_threshold=critical,
         unknown_tool_threshold=unknown,
         history_size=history,
         global_circuit_breaker_threshold=critical + 3,
+        **openclaw,
     )
     original, twin = ToolLoopDetector(config), ToolLoopDetector(config)
     assert _answers(original, before) == _answers(twin, before)
@@ -228,8 +231,12 @@ def test_session_snapshots_copy_pickle_and_refuse_bad_data() -> None:
         with pytest.raises(SnapshotError):
             DoomLoopDetector.from_bytes(data[:n])
     detector.record_output_chunk("streaming...")
-    with pytest.raises(SnapshotError, match="end_response"):
+    # Nothing is corrupt: the state cannot be saved until the response ends, and the error says so.
+    with pytest.raises(SnapshotError, match=r"^no snapshot while a response is being streamed .*end_response\(\) first"):
         detector.to_bytes()
+    for copier in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(SnapshotError, match=r"^no snapshot while a response is being streamed"):
+            copier(detector)
     detector.end_response()
     assert DoomLoopDetector.from_bytes(detector.to_bytes(), clock=clock).get_stats() == detector.get_stats()
 

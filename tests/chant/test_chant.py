@@ -273,9 +273,61 @@ def test_bad_token_arrays() -> None:
         detector.feed_tokens(np.zeros(10, dtype=np.int16))
     with pytest.raises(ValueError, match="1-D"):
         detector.feed_tokens(np.zeros((2, 5), dtype=np.int32))
-    with pytest.raises(TypeError, match="numpy array"):
-        detector.feed_tokens([1, 2, 3])
+    with pytest.raises(TypeError, match="a list of ints or a 1-D numpy array, got tuple"):
+        detector.feed_tokens((1, 2, 3))
     assert detector.feed_tokens(np.zeros(0, dtype=np.int32)) is None
+
+
+def test_a_list_of_ints_reads_as_the_int64_array_of_its_ids() -> None:
+    ids = [5, -17, 2**40, 3] * 200
+    from_list = ChantDetector(seed=3).feed_tokens(ids)
+    from_array = ChantDetector(seed=3).feed_tokens(np.array(ids, dtype=np.int64))
+    assert from_list is not None and from_list == from_array and from_list.period == 4
+    # Fed in two lists, the stream is the same as in one.
+    split = ChantDetector(seed=3)
+    assert split.feed_tokens(ids[:101]) is None
+    assert split.feed_tokens(ids[101:]) == from_array
+    # A long list is scanned with the interpreter released, with the same verdict.
+    filler = list(range(_core.CHANT_DETACH_THRESHOLD * 2))
+    long_list = ChantDetector(seed=3)
+    assert long_list.feed_tokens(filler) is None and long_list.position == len(filler)
+    assert long_list.feed_tokens(ids) is not None
+
+
+def test_a_bad_item_of_a_token_list_is_refused_and_feeds_nothing() -> None:
+    detector = ChantDetector()
+    for bad, error, message in (
+        ([1, 2, "3"], TypeError, "list of ints, got str at index 2"),
+        ([1, True], TypeError, "got bool at index 1"),
+        ([1, 2.0], TypeError, "got float at index 1"),
+        ([1, 2**63], ValueError, r"tokens\[1\] does not fit in 64 bits"),
+    ):
+        with pytest.raises(error, match=message):
+            detector.feed_tokens(bad)
+        assert detector.position == 0
+    assert detector.feed_tokens([-(2**63), 2**63 - 1]) is None and detector.position == 2
+
+
+def test_feed_tokens_without_numpy_takes_a_list_and_names_the_extra_for_anything_else() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['numpy'] = None  # numpy cannot be imported\n"
+        "from doomloop import ChantDetector\n"
+        "detector = ChantDetector()\n"
+        "assert detector.feed_tokens([1, 2, 3]) is None and detector.position == 3\n"
+        "assert ChantDetector().feed_tokens([5, 17, 99, 3] * 200).period == 4\n"
+        "try:\n"
+        "    detector.feed_tokens((1, 2, 3))\n"
+        "except TypeError as error:\n"
+        "    print(error)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "PanicException" not in result.stderr
+    assert result.stdout.strip() == (
+        "tokens must be a list of ints or a 1-D numpy array, got tuple (numpy arrays need the numpy "
+        'extra: pip install ".[numpy]" from doomloop\'s project root)'
+    )
 
 
 def test_text_and_tokens_do_not_mix_until_reset() -> None:

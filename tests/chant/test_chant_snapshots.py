@@ -8,7 +8,6 @@ import copy
 import json
 import pickle
 import struct
-from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
 import numpy as np

@@ -91,3 +91,19 @@ def test_agrees_with_upstream(
     )
     assert ours.pop("metadata")["num_iterations"] == theirs.pop("metadata")["num_iterations"]
     assert ours == theirs
+
+
+def test_upstreams_loop_result_dict_is_a_valid_loop_result() -> None:
+    # Every key of upstream's EvaluationLoopResult.to_dict() is known (an unknown key is an
+    # error here), and the dict scores as upstream scores the object it came from.
+    upstream_result = upstream_eval.EvaluationLoopResult(
+        iterations=[upstream_eval.IterationResult(i, f"draft {i}", s, "ok") for i, s in enumerate([6.0, 8.5, 9.0], start=1)],
+        success=True,
+        total_duration_seconds=3.0,
+        threshold=8.0,
+        mode="optimize",
+    )
+    ours = LoopEvaluator().run(upstream_result.to_dict()).to_dict()
+    theirs = upstream_eval.LoopEvaluator().run(upstream_result).to_dict()
+    assert ours.pop("metadata")["num_iterations"] == theirs.pop("metadata")["num_iterations"] == 3
+    assert ours == theirs

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
+from redis_helpers import server_url
 from support import DOCS, README, ROOT, code_blocks
 
 PAGES = sorted(DOCS.glob("*.md"))
@@ -65,6 +66,33 @@ def test_readme_set_up_commands() -> None:
     assert commands[:2] == ["pip install . && python -m doomloop", "bash .ci/run"]
 
 
+def test_readme_sets_up_in_a_virtual_environment() -> None:
+    text = README.read_text(encoding="utf-8")
+    set_up = text.split("## Set up\n", 1)[1].split("\n## ", 1)[0]
+    assert "`python3 -m venv .venv`" in set_up and "`. .venv/bin/activate`" in set_up
+    # The wheel builds are the developers' business: docs/development.md has them.
+    assert "## Wheels" not in text and "## Wheels\n" in (DOCS / "development.md").read_text(encoding="utf-8")
+
+
+def test_development_page_gives_the_quick_loop() -> None:
+    blocks = re.findall(r"```bash\n(.*?)\n```", (DOCS / "development.md").read_text(encoding="utf-8"), flags=re.S)
+    commands = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
+    quick_loop = ["python3 -m venv .venv && . .venv/bin/activate", 'pip install -e ".[test]"', 'python -m pytest -m "not stress"']
+    assert commands[:3] == quick_loop
+
+
+def test_ci_runs_in_a_venv_of_its_own_and_tests_a_clone() -> None:
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    code = [line.strip() for line in script.splitlines() if not line.strip().startswith("#")]
+    venv = 'python3 -m venv "$work/ci-venv"'
+    assert venv in code and 'py="$work/ci-venv/bin/python"' in code
+    after_venv = code[code.index(venv) :]
+    # Nothing after it installs or runs Python tools with the caller's interpreter.
+    assert not [line for line in after_venv if re.search(r"\bpython3 -m (pip|pytest|maturin|ruff|auditwheel)\b", line)]
+    clone = 'git clone --quiet "$root" "$work/alone/doomloop"'
+    assert code.index(clone) < code.index('cd "$work/alone/doomloop"') < code.index('"$py" -m pytest')
+
+
 def test_demo_runs() -> None:
     out = subprocess.run([sys.executable, "-m", "doomloop"], capture_output=True, text=True, check=True, timeout=60)
     assert "repeated_action: Same action repeated 3 times -> retry_different" in out.stdout
@@ -109,6 +137,52 @@ def test_ci_gate_fails_an_unhealthy_loop(capsys: pytest.CaptureFixture[str]) -> 
         run_example(path, line, unhealthy)
     assert exit_info.value.code == 1
     assert capsys.readouterr().out.startswith("Loop unhealthy: Converged in 1 iteration(s).")
+
+
+def test_redis_example_without_a_server_shares_through_a_memory_store(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("DOOMLOOP_REDIS_URL", raising=False)
+    run_example(*example_containing(DOCS / "gateway.md", "store_b = RedisStore(url"))
+    assert capsys.readouterr().out == "replica B warned on the 11th call, its session shared through MemoryStore\n"
+
+
+def test_redis_example_with_a_server_shares_through_redis(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with server_url() as url:
+        monkeypatch.setenv("DOOMLOOP_REDIS_URL", url)
+        run_example(*example_containing(DOCS / "gateway.md", "store_b = RedisStore(url"))
+    assert capsys.readouterr().out == "replica B warned on the 11th call, its session shared through RedisStore\n"
+
+
+@pytest.mark.parametrize(
+    ("with_redis", "closed_at_shutdown"),
+    [(False, True), (True, True), (True, False)],
+    ids=["memory store", "redis", "redis, never closed"],
+)
+def test_the_fastapi_example_serves_one_session_from_two_event_loops(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], with_redis: bool, closed_at_shutdown: bool
+) -> None:
+    # Its store is made when the example's module runs, before any loop: then two
+    # asyncio.run loops serve requests through the app's lifespan. Without the lifespan's
+    # aclose too: an AsyncRedisStore used to hand the second loop the first one's connections
+    # ("attached to a different loop", then "Event loop is closed").
+    path, line, code = example_containing(DOCS / "gateway.md", "FastAPI(lifespan=lifespan)")
+    if not closed_at_shutdown:
+        unclosed = code.replace("await store.aclose()", "pass")
+        assert unclosed != code
+        code = unclosed
+    example = (path, line, code)
+    if with_redis:
+        with server_url() as url:
+            monkeypatch.setenv("DOOMLOOP_REDIS_URL", url)
+            run_example(*example)
+    else:
+        monkeypatch.delenv("DOOMLOOP_REDIS_URL", raising=False)
+        run_example(*example)
+    store = "AsyncRedisStore" if with_redis else "MemoryStore"
+    assert capsys.readouterr().out == f"two event loops served one session through {store}: blocked at call 21\n"
 
 
 # --- links ------------------------------------------------------------------------------------

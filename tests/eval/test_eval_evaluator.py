@@ -13,7 +13,7 @@ from typing import Any, List, Optional
 
 import pytest
 
-from doomloop import DoomLoopEvent, DoomLoopType, RecoveryAction
+from doomloop import ConfigError, DoomLoopEvent, DoomLoopType, RecoveryAction
 from doomloop.eval import EvaluationLoopResult, IterationResult, LoopEvaluator, LoopHealthResult
 
 
@@ -316,6 +316,30 @@ def test_score_history_must_be_a_sequence(bad: Any) -> None:
 def test_bad_loop_fields_name_the_field(field_name: str, value: Any, error: type) -> None:
     with pytest.raises(error, match=rf"loop_result\.{field_name}"):
         LoopEvaluator().run({"score_history": [9.0], field_name: value})
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("threshhold", r"loop_result\['threshhold'\]: unknown key \(did you mean 'threshold'\?\)"),
+        ("Mode", r"loop_result\['Mode'\]: unknown key \(did you mean 'mode'\?\)"),
+        ("total_duration", r"loop_result\['total_duration'\]: unknown key \(did you mean 'total_duration_seconds'\?\)"),
+        ("colour", r"loop_result\['colour'\]: unknown key; a loop result's keys are score_history, threshold"),
+        (7, r"loop_result\[7\]: unknown key; "),
+    ],
+)
+def test_an_unknown_key_of_a_dict_loop_result_is_an_error(key: Any, message: str) -> None:
+    # Ignoring it would score {"threshhold": 0.5} against the default 8.0 without a word.
+    with pytest.raises(ConfigError, match=message) as caught:
+        LoopEvaluator().run({"score_history": [1.0], key: 0.5})
+    assert isinstance(caught.value, ValueError)
+
+
+def test_a_loop_results_own_dict_is_a_valid_loop_result() -> None:
+    result = loop([7.0, 8.5], threshold=8.5, mode="optimize", success=True, duration=2.0)
+    result.metadata["run"] = "nightly"
+    evaluator = LoopEvaluator()
+    assert evaluator.run(result.to_dict()).to_dict() == evaluator.run(result).to_dict()
 
 
 def test_missing_duration_is_zero() -> None:

@@ -20,10 +20,9 @@ TASKS = 2
 def commit_index(blob: bytes) -> int:
     """How many tool-loop hooks a session blob has seen: its calls plus its outcomes (each hook
     adds one, so this orders the hooks as the store committed them)."""
-    from doomloop import ToolLoopDetector
-    from doomloop.gateway.registry import _unpack
+    from doomloop import Monitor
 
-    stats = ToolLoopDetector.from_bytes(_unpack(blob)[0]).get_stats()
+    stats = Monitor.from_bytes(blob).tool_loop.get_stats()
     return int(stats["calls"] + stats["outcomes"])
 
 

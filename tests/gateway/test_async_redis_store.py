@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from typing import Any, Callable, Coroutine, List, Optional, TypeVar
 
 import pytest
@@ -159,3 +160,44 @@ def test_an_outage_under_both_policies(private_redis: RedisServer, caplog: pytes
 
 def outage_info(caplog: pytest.LogCaptureFixture) -> List[logging.LogRecord]:
     return [record for record in caplog.records if record.levelno == logging.INFO and "is back" in record.getMessage()]
+
+
+def test_a_store_made_outside_any_event_loop_serves_each_loop_that_uses_it(redis_url: str, prefix: str, raw: Any) -> None:
+    # As a service made at import time meets its loops: a server's, then a test client's, ...
+    # redis-py's asyncio connections belong to the loop that opened them; the store opens a
+    # client per loop instead of handing a closed loop's connections to the next.
+    store = AsyncRedisStore(redis_url, prefix=prefix, on_error="closed")
+    for record in (b"1", b"2", b"3"):
+        assert run(lambda record=record: store.update("s", append(record), 60)) == b"123"[: int(record)]
+    assert raw.hget(f"{prefix}s", "d") == b"123"
+
+    async def close_then_use() -> bytes:
+        await store.aclose()  # this loop's connections; the next call opens new ones
+        await store.aclose()  # closing twice is harmless
+        return await store.update("s", append(b"4"), 60)
+
+    assert run(close_then_use) == b"1234"
+
+
+def test_threads_with_loops_of_their_own_share_one_store(redis_url: str, prefix: str, raw: Any) -> None:
+    store = AsyncRedisStore(redis_url, prefix=prefix, on_error="closed")
+    errors: List[BaseException] = []
+
+    def worker(n: int) -> None:
+        async def scenario() -> None:
+            for _ in range(20):
+                await store.update("shared", append(RECORD.pack(n, 0)), 60)
+            await store.aclose()
+
+        try:
+            run(scenario)
+        except BaseException as error:  # noqa: BLE001 -- reported by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(n,), daemon=True) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not errors and not any(thread.is_alive() for thread in threads)
+    assert len(raw.hget(f"{prefix}shared", "d")) == 3 * 20 * RECORD.size  # no update lost

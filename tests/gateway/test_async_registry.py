@@ -11,9 +11,9 @@ from typing import Any, Callable, Coroutine, List, Optional, TypeVar
 
 import pytest
 
-from doomloop import LoopDetectionConfig, LoopEvent
+from doomloop import LoopDetectionConfig, LoopEvent, Profile
 from doomloop.errors import ConfigError
-from doomloop.gateway import AsyncRedisStore, AsyncSessionRegistry, Entry, MemoryStore, RedisStore, SessionKey, Update
+from doomloop.gateway import HOOKS, AsyncRedisStore, AsyncSessionRegistry, Entry, MemoryStore, RedisStore, SessionKey, Update
 from registry_workers import Committed, Seen, bare_blocks, check_commit_order, repeat, serve_async
 from support import FakeClock
 
@@ -73,24 +73,23 @@ def test_every_hook_gives_the_verdicts_of_a_bare_detector(make_store: Callable[[
         await registry.record_response("a", "Done.")
         assert await registry.arm_post_compaction("a") > 0
         session = await registry.get("a")
-        assert session.session.get_stats()["total_actions"] == 3 and session.tool_loop.get_stats()["calls"] == 25
+        assert session.doom_loop.get_stats()["total_actions"] == 3 and session.tool_loop.get_stats()["calls"] == 25
         assert len(registry) == 2 and "a" in registry and b"b" in registry and "c" not in registry
         await registry.discard("a")
         assert "a" not in registry
-        assert (await registry.get("a")).tool_loop.history_len == 0  # the store forgot it too
+        assert await registry.get("a") is None  # the store forgot it too, and a getter creates nothing
+        assert await registry.apply("a", lambda monitor: monitor.tool_loop.history_len) == 0
         assert registry.stats() == {"live": 2, "created": 3, "evicted": 0, "expired": 0}
 
     run(scenario)
 
 
 def test_the_hooks_that_touch_the_store_are_coroutines_and_the_rest_are_not() -> None:
-    hooks = ["before_tool_call", "after_tool_call", "arm_post_compaction", "record_action", "mark_progress"]
-    hooks += ["record_response", "is_doom_loop", "get", "discard"]
-    for name in hooks:
+    for name in [*HOOKS, "get", "discard"]:
         assert inspect.iscoroutinefunction(getattr(AsyncSessionRegistry, name)), name
     for name in ["stream", "__len__", "__contains__", "stats"]:
         assert not inspect.iscoroutinefunction(getattr(AsyncSessionRegistry, name)), name
-    registry = AsyncSessionRegistry(store=YieldingStore(), chant_options={"max_repeated_chunks": 4})
+    registry = AsyncSessionRegistry(Profile.recommended().replace(chant={"max_repeated_chunks": 4}), store=YieldingStore())
     stream = registry.stream("s")
     assert stream.feed("Let me try again. " * 40) is not None
     assert "s" in registry
@@ -177,8 +176,8 @@ def test_the_store_must_not_block_the_event_loop() -> None:
 
 
 def test_the_other_arguments_are_checked_as_the_sync_registry_checks_them() -> None:
-    with pytest.raises(TypeError, match="session_config must be a DoomLoopConfig"):
-        AsyncSessionRegistry(session_config=LoopDetectionConfig())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="profile must be a Profile"):
+        AsyncSessionRegistry(LoopDetectionConfig())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_sessions"):
         AsyncSessionRegistry(max_sessions=0)
     with pytest.raises(ConfigError, match="ttl"):
@@ -187,11 +186,25 @@ def test_the_other_arguments_are_checked_as_the_sync_registry_checks_them() -> N
         AsyncSessionRegistry(on_event=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="unknown option"):
         AsyncSessionRegistry(tool_aliasez={})
-    with pytest.raises(TypeError):
-        AsyncSessionRegistry(chant_options={"bogus": 1})
 
     async def bad_key() -> None:
         await AsyncSessionRegistry(store=YieldingStore()).before_tool_call(1, "read", {})  # type: ignore[arg-type]
 
     with pytest.raises(TypeError, match="must be str or bytes"):
         run(bad_key)
+
+
+@pytest.mark.parametrize("make_store", [lambda: None, MemoryStore, YieldingStore], ids=["no store", "memory", "async"])
+def test_an_empty_session_key_is_refused_with_any_store(make_store: Callable[[], Any]) -> None:
+    registry = AsyncSessionRegistry(store=make_store())
+
+    async def hooks() -> None:
+        for key in ("", b""):
+            with pytest.raises(ValueError, match="a session key must not be empty"):
+                await registry.before_tool_call(key, "read", {})
+            with pytest.raises(ValueError, match="a session key must not be empty"):
+                await registry.record_action(key, "read", {}, "ok", True)
+        await registry.before_tool_call("a", "read", {})
+
+    run(hooks)
+    assert len(registry) == 1

@@ -120,7 +120,7 @@ def test_a_chant_is_counted_once_as_the_detector_reports_it() -> None:
     found = [detector.feed(chant[at : at + 30]) for at in range(0, len(chant), 30)]
     assert sum(event is not None for event in found) == 1
     detector.feed(chant)  # latched: nothing more to report
-    assert _samples(registry, "doomloop_loop_events_total") == {_event_labels("chant", "chanting", "critical", "false"): 1.0}
+    assert _samples(registry, "doomloop_loop_events_total") == {_event_labels("chant", "chant", "critical", "false"): 1.0}
 
 
 def test_watched_session_stats_are_read_at_each_scrape() -> None:
@@ -173,10 +173,10 @@ def test_no_session_metrics_until_a_registry_is_watched() -> None:
 def test_the_namespace_prefixes_every_metric() -> None:
     registry = CollectorRegistry()
     exporter = PrometheusExporter(registry, namespace="gateway")
-    exporter.on_event(LoopEvent("chant", "chanting", "critical", 8, "m"))
+    exporter.on_event(LoopEvent("chant", "chant", "critical", 8, "m"))
     exporter.watch(StubSessions(live=2))
     text = _exposition(registry)
-    assert 'gateway_loop_events_total{blocked="false",detector="chanting",level="critical",source="chant"} 1.0' in text
+    assert 'gateway_loop_events_total{blocked="false",detector="chant",level="critical",source="chant"} 1.0' in text
     assert "gateway_sessions_live 2.0" in text
     assert "doomloop_" not in text
 
@@ -246,9 +246,12 @@ def test_an_invalid_namespace_raises_value_error() -> None:
 
 def test_missing_prometheus_client_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "prometheus_client", None)  # makes `import prometheus_client` fail
-    with pytest.raises(ImportError, match=r"doomloop\[prometheus\]") as error:
+    with pytest.raises(ImportError) as error:
         PrometheusExporter()
-    assert "pip install prometheus-client" in str(error.value)
+    assert str(error.value) == (
+        "the Prometheus exporter needs prometheus-client: "
+        'pip install "prometheus-client>=0.20" (or, in a clone of doomloop: pip install ".[prometheus]")'
+    )
     assert INSTALL_HINT in str(error.value)
 
 

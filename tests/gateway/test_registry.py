@@ -1,17 +1,19 @@
-"""SessionRegistry in one process: detectors per session created on first use, idle and LRU
+"""SessionRegistry in one process: a Monitor per session created on first use, idle and LRU
 eviction, thread safety, events with session keys, bad input."""
 
 from __future__ import annotations
 
 import gc
+import inspect
 import threading
 import weakref
 from typing import List
 
 import pytest
 
-from doomloop import DoomLoopConfig, LoopDetectionConfig, LoopEvent, ToolLoopDetector
-from doomloop.gateway import SessionRegistry
+from doomloop import ChantConfig, DoomLoopConfig, LoopDetectionConfig, LoopEvent, Monitor, Profile, ToolLoopDetector
+from doomloop._core import RegistryEngine
+from doomloop.gateway import AsyncRedisStore, MemoryStore, SessionRegistry
 from support import FakeClock
 
 
@@ -58,9 +60,20 @@ def test_idle_sessions_expire_after_the_ttl() -> None:
     assert "old" not in registry and "young" in registry
     registry.before_tool_call("new", "read", {"p": 1})  # a new session sweeps the idle ones
     assert len(registry) == 2 and registry.stats()["expired"] == 1
-    # Coming back after the TTL starts afresh.
+    # Coming back after the TTL starts afresh; a getter does not bring it back.
     clock.now += 61.0
-    assert registry.get("young").tool_loop.history_len == 0
+    assert registry.get("young") is None
+    registry.before_tool_call("young", "read", {"p": 1})
+    assert registry.get("young").tool_loop.history_len == 1
+
+
+def test_a_getter_never_creates_a_session() -> None:
+    registry = SessionRegistry()
+    assert registry.get("nobody") is None and "nobody" not in registry and registry.stats()["created"] == 0
+    registry.record_action("somebody", "read", {"p": 1}, "ok", True)
+    monitor = registry.get("somebody")
+    assert isinstance(monitor, Monitor) and monitor.session_key == "somebody"
+    assert monitor.doom_loop.get_stats()["total_actions"] == 1
 
 
 def test_the_least_recently_used_session_is_evicted_past_the_maximum() -> None:
@@ -74,7 +87,7 @@ def test_the_least_recently_used_session_is_evicted_past_the_maximum() -> None:
 
 
 def test_run_ids_keep_their_meaning_inside_a_session() -> None:
-    registry = SessionRegistry(tool_config=LoopDetectionConfig(warning_threshold=2, critical_threshold=3))
+    registry = SessionRegistry(Profile.recommended().replace(warning_threshold=2, critical_threshold=3))
     assert _repeat(registry, "s", 3, run_id="r1") == [False] * 3
     assert _repeat(registry, "s", 1, run_id="r2") == [False]
     assert _repeat(registry, "s", 1, run_id="r1") == [True]
@@ -93,9 +106,10 @@ def test_events_carry_the_session_key() -> None:
 
 
 def test_discard_and_streams() -> None:
-    registry = SessionRegistry(chant_options={"max_repeated_chunks": 4})
+    registry = SessionRegistry(Profile.recommended().replace(chant={"max_repeated_chunks": 4}))
     stream = registry.stream("s")
     assert registry.get("s").chant is stream and registry.stream("s") is not stream
+    assert stream.config == ChantConfig(32, 4)
     registry.discard("s")
     assert "s" not in registry and len(registry) == 0
     registry.discard("never-seen")
@@ -103,19 +117,22 @@ def test_discard_and_streams() -> None:
 
 def test_a_streams_chant_reaches_the_registrys_on_event_with_the_session_key() -> None:
     events: List[LoopEvent] = []
-    registry = SessionRegistry(on_event=events.append, chant_options={"max_repeated_chunks": 4})
+    registry = SessionRegistry(Profile.recommended().replace(chant={"max_repeated_chunks": 4}), on_event=events.append)
     stream = registry.stream(b"tenant/7")
     assert stream.feed("I will call the tool again. " * 40) is not None
-    assert [(e.source, e.detector, e.count, e.session_key) for e in events] == [("chant", "chanting", 4, "tenant/7")]
-    # chant_options may name a callback of their own for the streams.
-    own: List[LoopEvent] = []
-    registry = SessionRegistry(on_event=events.append, chant_options={"on_event": own.append})
-    registry.stream("s").feed("I will call the tool again. " * 40)
-    assert len(events) == 1 and [e.session_key for e in own] == ["s"]
+    assert [(e.source, e.detector, e.count, e.session_key) for e in events] == [("chant", "chant", 4, "tenant/7")]
+
+
+def test_streams_use_the_profiles_chant_settings() -> None:
+    # The measured profile's window (32 x 6), not the detector's bare defaults (50 x 8).
+    stream = SessionRegistry().stream("s")
+    assert stream.config == ChantConfig(32, 6)
+    parity = SessionRegistry(Profile.parity()).stream("s")
+    assert parity.config == ChantConfig(50, 8)
 
 
 def test_threads_sharing_a_registry_lose_no_call() -> None:
-    registry = SessionRegistry(tool_config=LoopDetectionConfig(history_size=10_000))
+    registry = SessionRegistry(Profile.recommended().replace(history_size=10_000))
 
     def work(worker: int) -> None:
         for i in range(500):
@@ -163,8 +180,8 @@ def test_bad_input_is_refused_clearly() -> None:
         registry.before_tool_call("x" * 2000, "read", {})
     with pytest.raises(TypeError, match="str or bytes"):
         registry.before_tool_call(7, "read", {})  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="session_config"):
-        SessionRegistry(session_config=LoopDetectionConfig())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="profile"):
+        SessionRegistry(LoopDetectionConfig())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_sessions"):
         SessionRegistry(max_sessions=0)
     with pytest.raises(ValueError, match="ttl"):
@@ -173,6 +190,67 @@ def test_bad_input_is_refused_clearly() -> None:
         SessionRegistry(on_event=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="unknown option"):
         SessionRegistry(tool_aliasez={})
-    with pytest.raises(TypeError):
-        SessionRegistry(chant_options={"bogus": 1})
-    assert SessionRegistry(session_config=DoomLoopConfig()).session_config == DoomLoopConfig()
+    with pytest.raises(TypeError, match="bogus"):
+        Profile.recommended().replace(chant={"bogus": 1})
+    assert SessionRegistry(Profile.parity()).profile.session == DoomLoopConfig()
+
+
+def test_the_hook_list_is_written_once() -> None:
+    # HOOKS is the list; the sync registry, the asyncio registry and the Rust engine's fast
+    # path (the tool-call hooks) must offer exactly it, each taking the session key first.
+    from doomloop.gateway import HOOKS, AsyncSessionRegistry
+
+    # Besides the hooks: the lookups, the stream and the counters, none of them hooks on a monitor.
+    not_hooks = {"get", "discard", "stream", "stats"}
+    for registry in (SessionRegistry, AsyncSessionRegistry):
+        public = {name for name in dir(registry) if not name.startswith("_") and inspect.isroutine(getattr(registry, name))}
+        assert public - not_hooks == set(HOOKS), registry.__name__
+        for name in HOOKS:
+            signature = inspect.signature(getattr(registry, name))
+            assert list(signature.parameters)[:2] == ["self", "key"], (registry.__name__, name)
+    assert all(inspect.iscoroutinefunction(getattr(AsyncSessionRegistry, name)) for name in HOOKS)
+    fast = {name for name in ("before_tool_call", "after_tool_call") if name in vars(RegistryEngine)}
+    assert fast == set(HOOKS[:2])
+
+
+@pytest.mark.parametrize("store", [None, MemoryStore()], ids=["no store", "memory store"])
+def test_an_empty_session_key_is_refused_with_or_without_a_store(store: MemoryStore | None) -> None:
+    registry = SessionRegistry(store=store)
+    hooks = [
+        lambda key: registry.before_tool_call(key, "read", {}),
+        lambda key: registry.after_tool_call(key, "read", {}, result="ok"),
+        lambda key: registry.record_action(key, "read", {}, "ok", True),
+        lambda key: registry.mark_progress(key, "m"),
+        lambda key: registry.record_response(key, "text"),
+        lambda key: registry.is_doom_loop(key),
+        lambda key: registry.arm_post_compaction(key),
+        registry.stream,
+        registry.get,
+        registry.discard,
+    ]
+    for hook in hooks:
+        for key in ("", b""):
+            with pytest.raises(ValueError, match="a session key must not be empty"):
+                hook(key)
+    assert len(registry) == 0 and registry.stats()["created"] == 0
+    registry.before_tool_call("a", "read", {})  # the shortest key there is
+    assert "a" in registry
+
+
+def test_the_engine_is_built_whole_by_its_constructor() -> None:
+    # No half-built table: the settings are the constructor's, required, and there is no
+    # later configuration step.
+    with pytest.raises(TypeError, match="ttl"):
+        RegistryEngine()  # type: ignore[call-arg]
+    assert not hasattr(RegistryEngine, "_configure")
+    registry = SessionRegistry(ttl=5.0, max_sessions=7)
+    assert (registry.ttl, registry.max_sessions) == (5.0, 7)
+    # A key too long for the engine's own check goes through the normaliser it was built with.
+    registry.before_tool_call("é" * 300, "read", {})
+    assert registry.get("é" * 300).tool_loop.history_len == 1
+
+
+def test_an_asyncio_store_is_refused_at_construction() -> None:
+    # Its update() is a coroutine no hook would await: refused here, naming the registry it needs.
+    with pytest.raises(TypeError, match="got AsyncRedisStore: an asyncio store needs AsyncSessionRegistry"):
+        SessionRegistry(store=AsyncRedisStore("redis://127.0.0.1:1"))  # type: ignore[arg-type]

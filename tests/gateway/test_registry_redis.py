@@ -29,7 +29,7 @@ def test_a_replica_picks_up_the_state_another_wrote(redis_url: str, prefix: str)
     assert decision.emit_warning and decision.verdict.count == 10
     for _ in range(4):
         second.record_action("k", "read", {"p": 1}, "same", True)
-    assert first.is_doom_loop("k") and first.get("k").session.get_stats()["total_actions"] == 4
+    assert first.is_doom_loop("k") and first.get("k").doom_loop.get_stats()["total_actions"] == 4
     first.discard("k")
     assert second.get("k").tool_loop.history_len == 0
 

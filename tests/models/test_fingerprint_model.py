@@ -5,7 +5,6 @@ the published vectors, which pin the encoding."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings, strategies as st

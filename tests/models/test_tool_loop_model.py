@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
-from doomloop import ToolLoopDetector
+from doomloop import ConfigError, ToolLoopDetector
 
 Verdict = Optional[Tuple[str, str, int, Optional[str]]]  # level, detector, count, paired tool
 
@@ -234,11 +235,24 @@ step = st.one_of(call_step, st.just("arm"))
 )
 def test_engine_matches_the_model(cfg: Dict[str, int], steps: List[Any]) -> None:
     model = Model(cfg)
+    thresholds = {
+        "warning_threshold": cfg["warning"],
+        "critical_threshold": cfg["critical"],
+        "global_circuit_breaker_threshold": cfg["global"],
+    }
+    if (cfg["cycle"] or cfg["churn"] or cfg["plain"]) and not cfg["warning"] < cfg["critical"] < cfg["global"]:
+        # Only OpenClaw's configuration (doomloop's switches off) keeps unordered thresholds,
+        # raised at run time; doomloop's refuses them, and runs with them as the model raises them.
+        with pytest.raises(ConfigError, match="must be greater than"):
+            ToolLoopDetector(**thresholds, cycle=cfg["cycle"], argument_churn=cfg["churn"], hash_plain_results=cfg["plain"])
+        thresholds = {
+            "warning_threshold": model.cfg["warning"],
+            "critical_threshold": model.cfg["critical"],
+            "global_circuit_breaker_threshold": model.cfg["global"],
+        }
     detector = ToolLoopDetector(
         history_size=cfg["history"],
-        warning_threshold=cfg["warning"],
-        critical_threshold=cfg["critical"],
-        global_circuit_breaker_threshold=cfg["global"],
+        **thresholds,
         unknown_tool_threshold=cfg["unknown"],
         post_compaction_window_size=cfg["window"],
         cycle=cfg["cycle"],

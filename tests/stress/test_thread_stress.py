@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 import pytest
 
-from doomloop import ChantDetector, DoomLoopDetector, LoopDetectionConfig, ToolLoopDetector
+from doomloop import ChantDetector, DoomLoopDetector, Profile, ToolLoopDetector
 from doomloop.chant import CHANT_DETACH_THRESHOLD
 from doomloop.gateway import SessionRegistry
 
@@ -141,7 +141,7 @@ def test_shared_session_registry_keeps_its_counts_while_sessions_come_and_go() -
     registry = SessionRegistry(
         max_sessions=4,
         on_event=on_event,
-        tool_config=LoopDetectionConfig(
+        profile=Profile.recommended().replace(
             warning_threshold=3, critical_threshold=10**6, global_circuit_breaker_threshold=10**6 + 1
         ),
     )

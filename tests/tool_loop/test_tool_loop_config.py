@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import logging
-from typing import Any, Dict
+import pickle
+from typing import Any, Callable, Dict, List
 
 import pytest
 
@@ -168,24 +170,101 @@ def test_lenient_enabled_that_is_not_a_bool_is_unset() -> None:
     assert detector.arm_post_compaction() == 3  # the guard stays on; detection stays off
 
 
-def test_runtime_orders_thresholds_and_logs(caplog: pytest.LogCaptureFixture) -> None:
-    config = LoopDetectionConfig(warning_threshold=5, critical_threshold=4, global_circuit_breaker_threshold=3)
-    with caplog.at_level(logging.WARNING, logger="doomloop"):
-        detector = ToolLoopDetector(config)
-    assert [r.getMessage() for r in caplog.records] == [
-        "loop detection: critical_threshold 4 <= warning_threshold 5; using 6",
-        "loop detection: global_circuit_breaker_threshold 3 <= critical_threshold 6; using 7",
-    ]
-    # The config keeps what was given; detection stays on, blocked at the raised critical threshold.
-    assert (config.critical_threshold, config.global_circuit_breaker_threshold) == (4, 3)
+UNORDERED = [
+    (
+        {"warning_threshold": 10, "critical_threshold": 5},
+        "LoopDetectionConfig.critical_threshold: must be greater than warning_threshold (10), got 5",
+    ),
+    (
+        {"warning_threshold": 7, "critical_threshold": 7},
+        "LoopDetectionConfig.critical_threshold: must be greater than warning_threshold (7), got 7",
+    ),
+    (
+        {"critical_threshold": 40},
+        "LoopDetectionConfig.global_circuit_breaker_threshold: must be greater than critical_threshold (40), got 30",
+    ),
+    (
+        {"warning_threshold": 3, "critical_threshold": 5, "global_circuit_breaker_threshold": 5},
+        "LoopDetectionConfig.global_circuit_breaker_threshold: must be greater than critical_threshold (5), got 5",
+    ),
+]
+
+
+@pytest.mark.parametrize("fields, message", UNORDERED)
+def test_keyword_config_refuses_unordered_thresholds(fields: Dict[str, int], message: str) -> None:
+    # The run time would raise them, blocking at another threshold than the config says.
+    for build in (
+        lambda: LoopDetectionConfig(**fields),
+        lambda: ToolLoopDetector(**fields),
+        lambda: ToolLoopDetector(LoopDetectionConfig(), **fields),
+        lambda: LoopDetectionConfig().replace(**fields),
+    ):
+        with pytest.raises(ConfigError) as raised:
+            build()
+        assert str(raised.value) == message
+        assert raised.value.path == message.split(":")[0]
+
+
+def _blocked_at(detector: ToolLoopDetector, calls: int) -> list[bool]:
     decisions = []
-    for _ in range(8):
+    for _ in range(calls):
         decision = detector.before_tool_call("read", {"p": 1})
-        decisions.append(decision)
+        decisions.append(decision.blocked)
         if not decision.blocked:
             detector.after_tool_call("read", {"p": 1}, result="same")
-    assert [d.blocked for d in decisions] == [False] * 6 + [True, True]
-    assert (decisions[6].verdict.detector, decisions[6].verdict.count) == ("generic_repeat", 6)
+    return decisions
+
+
+RAISED = [
+    "loop detection: critical_threshold 4 <= warning_threshold 5; using 6",
+    "loop detection: global_circuit_breaker_threshold 3 <= critical_threshold 6; using 7",
+]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_openclaw_config_raises_unordered_thresholds_at_run_time(strict: bool, caplog: pytest.LogCaptureFixture) -> None:
+    # OpenClaw's rule: the config keeps what was given, and the run time raises `critical`
+    # to `warning + 1` and `global` to `critical + 1`, with a logged warning. Strict parsing
+    # refuses thresholds unordered in one block, not ones ordered in each block of a merge.
+    if strict:
+        cfg: Dict[str, Any] = {
+            "tools": {"loopDetection": {"enabled": True, "warningThreshold": 5, "globalCircuitBreakerThreshold": 3}},
+            "agents": {"list": [{"id": "a", "tools": {"loopDetection": {"criticalThreshold": 4}}}]},
+        }
+        config = LoopDetectionConfig.from_openclaw(cfg, agent_id="a")
+    else:
+        cfg = {"enabled": True, "warningThreshold": 5, "criticalThreshold": 4, "globalCircuitBreakerThreshold": 3}
+        config = LoopDetectionConfig.from_openclaw(cfg, strict=False)
+    assert (config.warning_threshold, config.critical_threshold, config.global_circuit_breaker_threshold) == (5, 4, 3)
+    with caplog.at_level(logging.WARNING, logger="doomloop"):
+        detector = ToolLoopDetector(config)
+    assert [r.getMessage() for r in caplog.records] == RAISED
+    assert _blocked_at(detector, 8) == [False] * 6 + [True, True]
+    # The detector's snapshots, copies and pickles keep the config as given.
+    for twin in (ToolLoopDetector.from_bytes(detector.to_bytes()), copy.copy(detector), pickle.loads(pickle.dumps(detector))):
+        assert twin.config == config
+        assert _blocked_at(twin, 1) == [True]
+    assert pickle.loads(pickle.dumps(config)) == config
+
+
+def test_detector_from_openclaw_raises_unordered_thresholds_at_run_time(caplog: pytest.LogCaptureFixture) -> None:
+    cfg = {"enabled": True, "warningThreshold": 5, "criticalThreshold": 4, "globalCircuitBreakerThreshold": 3}
+    with caplog.at_level(logging.WARNING, logger="doomloop"):
+        detector = ToolLoopDetector.from_openclaw(cfg)
+    assert [r.getMessage() for r in caplog.records] == RAISED
+    assert detector.config.critical_threshold == 4
+    assert _blocked_at(detector, 8) == [False] * 6 + [True, True]
+
+
+def test_openclaws_configuration_is_told_by_doomloops_switches() -> None:
+    # A config with doomloop's three switches off is OpenClaw's, however it was built; one
+    # switch on makes it doomloop's, whose thresholds must be ordered.
+    lenient = LoopDetectionConfig(warning_threshold=10, critical_threshold=5, **OPENCLAW_ONLY)
+    assert lenient == LoopDetectionConfig.from_openclaw({"warningThreshold": 10, "criticalThreshold": 5}, strict=False).replace(
+        enabled=True
+    )
+    with pytest.raises(ConfigError, match=r"critical_threshold: must be greater than warning_threshold \(10\), got 5"):
+        lenient.replace(cycle=True)
 
 
 @pytest.mark.parametrize(
@@ -257,3 +336,55 @@ def test_config_copies_pickles_and_compares_by_value() -> None:
     assert repr(config) == "LoopDetectionConfig(enabled=None, warning_threshold=4)"
     with pytest.raises(AttributeError, match="immutable"):
         config.history_size = 3  # type: ignore[misc]
+
+
+DETECTION_OFF = (
+    "loop-detection config: tools.loopDetection.enabled is not true, so no loop is detected"
+    ' (OpenClaw\'s default); set "enabled": true in the block to turn detection on'
+)
+
+
+def _doomloop_messages(caplog: pytest.LogCaptureFixture) -> List[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "doomloop" and r.levelno == logging.WARNING]
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda cfg: ToolLoopDetector.from_openclaw(cfg),
+        lambda cfg: LoopDetectionConfig.from_openclaw(cfg),
+        lambda cfg: LoopDetectionConfig.from_openclaw(cfg, strict=False),
+    ],
+    ids=["detector", "config", "lenient config"],
+)
+@pytest.mark.parametrize("cfg", [None, {}, {"warningThreshold": 3}, {"tools": {"loopDetection": {"historySize": 50}}}])
+def test_an_openclaw_config_without_enabled_logs_once_that_detection_is_off(
+    caplog: pytest.LogCaptureFixture, build: Callable[[Any], object], cfg: Any
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="doomloop"):
+        built = build(cfg)
+    assert _doomloop_messages(caplog) == [DETECTION_OFF]
+    if isinstance(built, ToolLoopDetector):
+        caplog.clear()
+        for _ in range(30):
+            assert not built.before_tool_call("read", {"p": 1}).blocked  # what the warning says
+        assert _doomloop_messages(caplog) == []  # once, at construction, not per call
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_an_openclaw_config_that_sets_enabled_logs_nothing(caplog: pytest.LogCaptureFixture, enabled: bool) -> None:
+    with caplog.at_level(logging.WARNING, logger="doomloop"):
+        ToolLoopDetector.from_openclaw({"enabled": enabled})
+        LoopDetectionConfig.from_openclaw({"tools": {"loopDetection": {"enabled": enabled}}})
+    assert _doomloop_messages(caplog) == []
+
+
+def test_lenient_parsing_logs_unknown_keys_of_detectors_and_the_guard(caplog: pytest.LogCaptureFixture) -> None:
+    cfg = {"enabled": True, "detectors": {"pingPonk": False, "genericRepeat": False}, "postCompactionGuard": {"size": 9}}
+    with caplog.at_level(logging.WARNING, logger="doomloop"):
+        config = LoopDetectionConfig.from_openclaw(cfg, strict=False)
+    assert (config.ping_pong, config.generic_repeat, config.post_compaction_window_size) == (True, False, 3)
+    assert _doomloop_messages(caplog) == [
+        "loop-detection config: tools.loopDetection.detectors.pingPonk is not a known key; ignored",
+        "loop-detection config: tools.loopDetection.postCompactionGuard.size is not a known key; ignored",
+    ]

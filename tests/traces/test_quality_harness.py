@@ -174,14 +174,6 @@ def test_the_harness_measures_a_slice_of_the_corpus(runs: List[Run]) -> None:
         assert all(0 <= delay < quality.LOOP_STEPS for delay in one.delays)
 
 
-def test_a_profile_that_is_not_available_is_reported_as_such(runs: List[Run]) -> None:
-    missing = quality.Profile("future", None)
-    result = quality.measure(missing, runs, {})
-    assert (result.clean, result.kinds) == (None, None)
-    table = quality.summary_tables([result], markdown=True)
-    assert quality.NOT_AVAILABLE in table and "| planted kind | future |" in table
-
-
 def test_the_command_prints_the_tables(corpus_slice: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert quality.main(["--corpus", str(corpus_slice), "--seed", "3", "--markdown"]) == 0
     out = capsys.readouterr().out

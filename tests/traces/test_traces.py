@@ -1,5 +1,5 @@
 """doomloop.traces: the run-file reader (fields, plain and gzip files, bad input) and the
-replay of a run through the detectors."""
+replay of a run through a Monitor."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from doomloop import ChantDetector, DoomLoopDetector, DoomLoopError, ToolLoopDetector
+from doomloop import DoomLoopError, Monitor, Profile
 from doomloop.traces import (
     CRITICAL,
     WARNING,
-    Detectors,
     Run,
     Step,
     TraceFormatError,
@@ -25,7 +24,6 @@ from doomloop.traces import (
     replay,
 )
 from support import CORPUS
-
 
 OK = "<returncode>0</returncode>\n<output>\nok\n</output>"
 
@@ -46,8 +44,8 @@ def write(path: Path, lines: List[str], *, compress: bool = False) -> Path:
     return path
 
 
-def parity() -> Detectors:
-    return Detectors(DoomLoopDetector(), ToolLoopDetector.from_openclaw({"enabled": True}), ChantDetector())
+def parity() -> Monitor:
+    return Monitor(Profile.parity())
 
 
 def commands(*commands: str, result: str = OK) -> Run:
@@ -164,50 +162,60 @@ def test_the_public_corpus_reads() -> None:
 
 def test_an_identical_repeat_is_blocked_at_the_critical_threshold() -> None:
     run = commands(*(["cat setup.py"] * 25))
-    blocked = [finding for finding in replay(run, parity()) if finding.detector == "tool_loop" and finding.level == CRITICAL]
+    blocked = [one for one in replay(run, parity()) if one.finding.detector == "tool_loop" and one.finding.level == CRITICAL]
     # OpenClaw's defaults: 20 identical results recorded, so the 21st call is vetoed before it runs.
-    assert blocked[0].step == 20 and blocked[0].kind == "generic_repeat" and not blocked[0].after_call
-    assert [finding.step for finding in blocked] == list(range(20, 25))  # the veto is sticky
+    assert blocked[0].step == 20 and blocked[0].finding.code == "tool_loop.generic_repeat" and not blocked[0].after_call
+    assert blocked[0].finding.action == "block" and blocked[0].finding.evidence == '{"command": "cat setup.py"}'
+    assert [one.step for one in blocked] == list(range(20, 25))  # the veto is sticky
+    # One stretch of one loop: its first step stays, its last moves on.
+    assert {one.finding.first_step for one in blocked} == {blocked[0].finding.first_step}
 
 
 def test_first_findings_keeps_each_detectors_first() -> None:
     run = commands(*(["cat setup.py"] * 25))
     first = first_findings(run, parity())
     assert first.session is not None and first.session.step == 2 and first.session.after_call
-    assert first.session.kind == "repeated_action" and first.session.message == "Same action repeated 3 times"
-    assert first.tool_warning is not None and first.tool_warning.level == WARNING and first.tool_warning.step == 10
+    session = first.session.finding
+    assert session.code == "session.repeated_action" and session.message == "Same action repeated 3 times"
+    assert session.level == WARNING and session.action == "retry_different" and session.tool == "bash"
+    assert first.tool_warning is not None and first.tool_warning.finding.level == WARNING and first.tool_warning.step == 10
     assert first.tool_loop is not None and first.tool_loop.step == 20
     assert first.chant is None
     assert first.flagged and first.flags == [first.session, first.tool_loop]
 
 
-def test_a_chanting_message_is_found_by_both_the_chant_and_the_session_detector() -> None:
+def test_a_chanting_message_is_one_chant_finding() -> None:
+    # The chant detector and the session detector's own scan of the answer see one chant:
+    # the monitor reports it once, critical.
     line = run_line(call("ls", thought="Let me check."), call("pwd", thought="I will read the file again. " * 40))
     findings = list(replay(parse_run(json.loads(line)), parity()))
-    assert [(finding.detector, finding.step, finding.kind, finding.after_call) for finding in findings] == [
-        ("chant", 1, "repeated_output", False),
-        ("session", 1, "repeated_output", False),
+    assert [(one.finding.code, one.finding.level, one.step, one.after_call) for one in findings] == [
+        ("chant", CRITICAL, 1, False)
     ]
-    assert findings[1].message == "Model output repeating — 8+ identical chunks detected"
+    evidence = findings[0].finding.evidence
+    assert findings[0].finding.action == "stop_stream" and len(evidence) >= 27 and evidence in "I will read the file again. " * 3
 
 
 def test_failed_commands_are_failed_actions() -> None:
     run = commands("python a.py", "python b.py", "python c.py", result="<returncode>1</returncode>\n<output>\nboom\n</output>")
     first = first_findings(run, parity())
-    assert first.session is not None and (first.session.kind, first.session.step) == ("repeated_failure", 2)
+    assert first.session is not None and (first.session.finding.code, first.session.step) == ("session.repeated_failure", 2)
 
 
 def test_a_call_that_could_not_run_reaches_the_tool_detector_as_an_error() -> None:
     # An error naming an unknown tool counts towards unknown_tool_repeat; a result never does.
     run = commands(*(f"frobnicate {n}" for n in range(12)), result="<exception>unknown tool: frobnicate")
     first = first_findings(run, parity())
-    assert first.tool_loop is not None and (first.tool_loop.kind, first.tool_loop.step) == ("unknown_tool_repeat", 10)
+    assert first.tool_loop is not None and (first.tool_loop.finding.code, first.tool_loop.step) == (
+        "tool_loop.unknown_tool_repeat",
+        10,
+    )
 
 
 def test_arguments_that_are_not_an_object_are_replayed() -> None:
     run = parse_run({"calls": [{"name": "bash", "arguments": "{not json", "result": "x"} for _ in range(3)]})
     first = first_findings(run, parity())
-    assert first.session is not None and first.session.message == "Same action repeated 3 times"
+    assert first.session is not None and first.session.finding.message == "Same action repeated 3 times"
 
 
 def test_a_run_without_calls_has_no_findings() -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, List, Optional, Union
 
 from .._validate import boolean, number, positive_int
+from ..errors import ConfigError
 from ._duck import MISSING, flag, is_set, read_field, word
 from .guards import event_iteration, is_doom_loop_event
 from .health import LoopHealthResult
@@ -29,6 +30,19 @@ MODES = ("optimize", "review")
 """The loop modes understood (read case-insensitively, surrounding blanks ignored)."""
 
 _OWNER = "LoopEvaluator"
+# The keys of a dict loop result: those read, then those of a loop result's to_dict() (this
+# package's EvaluationLoopResult and praisonaiagents') that describe the loop but are not read.
+_READ_KEYS = ("score_history", "threshold", "total_duration_seconds", "mode", "success")
+_KNOWN_KEYS = frozenset(_READ_KEYS) | {
+    "iterations",
+    "metadata",
+    "num_iterations",
+    "final_score",
+    "final_output",
+    "best_score",
+    "best_output",
+    "accumulated_findings",
+}
 _MAX_THRESHOLD = sys.float_info.max
 """Thresholds are finite: an infinite one could never be reached, nor missed."""
 
@@ -95,13 +109,17 @@ class LoopEvaluator:
         Args:
             loop_result: an :class:`EvaluationLoopResult`, or any object or dict with
                 ``score_history`` (required) and optionally ``threshold``,
-                ``total_duration_seconds``, ``mode`` and ``success``.
+                ``total_duration_seconds``, ``mode`` and ``success``. A dict may also hold
+                the other keys of a loop result's ``to_dict()`` (``iterations``,
+                ``metadata``, ``final_score``, ...); any other key is an error.
             guard_events: the guard events seen during the loop (dicts or objects; see
                 :mod:`doomloop.eval.guards` for which ones mean a doom loop fired).
 
         Raises:
             TypeError / ValueError: a malformed loop result or guard-event list, naming the
-                field; a NaN or infinite score is an error, not a silent pass or fail.
+                field; a NaN or infinite score is an error, not a silent pass or fail; an
+                unknown key of a dict loop result is a :class:`~doomloop.ConfigError` naming
+                it (and the key it is likely a misspelling of).
             OSError: the result could not be written to ``save_results_path``.
         """
         result = self._evaluate(loop_result, guard_events)
@@ -128,6 +146,7 @@ class LoopEvaluator:
     def _evaluate(self, loop_result: Any, guard_events: Optional[Iterable[Any]] = None) -> LoopHealthResult:
         # The verdict alone: run and run_async add the file and the printing.
         scores = _scores(loop_result)
+        _check_keys(loop_result)
         threshold = self.threshold if self.threshold is not None else _loop_threshold(loop_result)
         mode = _mode(loop_result)
         events = _events(guard_events)
@@ -182,6 +201,21 @@ class LoopEvaluator:
 def _write(path: pathlib.Path, result: LoopHealthResult) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(result.to_json(), encoding="utf-8")
+
+
+def _check_keys(loop_result: Any) -> None:
+    """A dict loop result's keys must be known: a misspelt one (``"threshhold"``) would
+    otherwise be ignored, and its default used without a word. An object's attributes cannot
+    be told apart from its other attributes, so only dicts are checked."""
+    if not isinstance(loop_result, Mapping):
+        return
+    for key in loop_result:
+        if key not in _KNOWN_KEYS:
+            import difflib  # only on this error path
+
+            close = difflib.get_close_matches(key, _READ_KEYS, n=1) if isinstance(key, str) else []
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"loop_result[{key!r}]", f"unknown key{hint}; a loop result's keys are {', '.join(_READ_KEYS)}")
 
 
 def _scores(loop_result: Any) -> List[float]:

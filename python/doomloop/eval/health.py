@@ -76,7 +76,8 @@ class LoopHealthResult:
 
     def plot(self, path: Union[str, os.PathLike[str]]) -> pathlib.Path:
         """Save a PNG of the loop (see :func:`doomloop.eval.plot_loop_health`); needs
-        ``pip install "matplotlib>=3.7"``."""
+        matplotlib (``pip install "matplotlib>=3.7"``, or ``pip install ".[plot]"`` from a
+        clone)."""
         from .plot import plot_loop_health
 
         return plot_loop_health(self, path)

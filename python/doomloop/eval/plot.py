@@ -1,8 +1,8 @@
 """A picture of a loop: score per iteration, the threshold, convergence and guard events.
 
-Needs matplotlib (the ``plot`` extra, or ``pip install "matplotlib>=3.7"``). Only matplotlib's object-oriented API
-and its Agg canvas are used, never ``pyplot``, so plotting changes no global backend and
-opens no window.
+Needs matplotlib: ``pip install "matplotlib>=3.7"``, or the ``plot`` extra from a clone
+(``pip install ".[plot]"``). Only matplotlib's object-oriented API and its Agg canvas are
+used, never ``pyplot``, so plotting changes no global backend and opens no window.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ import os
 import pathlib
 from typing import TYPE_CHECKING, List, Literal, Tuple, Union
 
+from .._extras import install_hint
+
 if TYPE_CHECKING:
     from .health import LoopHealthResult
 
 __all__ = ["INSTALL_HINT", "plot_loop_health"]
 
-INSTALL_HINT = 'pip install "matplotlib>=3.7" (the plot extra)'
+INSTALL_HINT = install_hint("plot")
 """How to get the plotting dependency; named in the ImportError when it is missing."""
 
 # Above this many iterations the per-point markers would only blur the line.

@@ -2,13 +2,13 @@
 state as an opaque, versioned ``bytes`` blob. :class:`MemoryStore` is the embedded default;
 :class:`RedisStore` and :class:`AsyncRedisStore` share sessions between gateway processes
 (they import redis-py, the ``redis`` extra, only when made). :class:`SessionRegistry` and, for
-asyncio gateways, :class:`AsyncSessionRegistry` map session keys to their detectors over a
+asyncio gateways, :class:`AsyncSessionRegistry` map session keys to their :class:`~doomloop.Monitor` s over a
 store. See docs/gateway.md and docs/gateway-stores.md."""
 
 from ..errors import StoreCorrupt as StoreCorrupt, StoreUnavailable as StoreUnavailable
 from .async_registry import AsyncSessionRegistry as AsyncSessionRegistry
 from .redis_store import AsyncRedisStore as AsyncRedisStore, RedisStore as RedisStore
-from .registry import Session as Session, SessionRegistry as SessionRegistry
+from .registry import HOOKS as HOOKS, SessionRegistry as SessionRegistry
 from .store import (
     MAX_KEY_BYTES as MAX_KEY_BYTES,
     AsyncStore as AsyncStore,
@@ -22,6 +22,7 @@ from .store import (
 )
 
 __all__ = [
+    "HOOKS",
     "MAX_KEY_BYTES",
     "AsyncRedisStore",
     "AsyncSessionRegistry",
@@ -30,7 +31,6 @@ __all__ = [
     "MemoryStore",
     "OnError",
     "RedisStore",
-    "Session",
     "SessionRegistry",
     "SessionKey",
     "Store",

@@ -9,10 +9,10 @@ import inspect
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, TypeVar, Union, cast
 
 from ..chant import ChantDetector
-from ..session_config import DoomLoopConfig
+from ..monitor import Monitor
+from ..profile import Profile
 from ..tool_loop import ToolCallDecision, ToolOutcome
-from ..tool_loop_config import LoopDetectionConfig
-from .registry import DEFAULT_MAX_SESSIONS, DEFAULT_TTL, Session, SessionRegistry, SharedUpdate, _normalised
+from .registry import DEFAULT_MAX_SESSIONS, DEFAULT_TTL, SessionRegistry, SharedUpdate, _normalised, _store_name
 from .store import AsyncStore, MemoryStore, SessionKey
 
 if TYPE_CHECKING:
@@ -48,8 +48,8 @@ class AsyncSessionRegistry:
             session's blob (one round trip in the common path); a ``MemoryStore``, which never
             blocks; or ``None`` (the default) to keep every session in this process only. A sync
             store such as ``RedisStore`` is a ``TypeError``: it would block the event loop.
-        session_config, tool_config, chant_options, ttl, max_sessions, on_event, clock,
-        **tool_options: as :class:`~doomloop.gateway.SessionRegistry`'s.
+        profile, ttl, max_sessions, on_event, clock, **tool_options: as
+            :class:`~doomloop.gateway.SessionRegistry`'s.
 
     With an ``AsyncStore``, use the registry from the event loop its store belongs to; its
     tasks may serve one session concurrently (the store's update loses none of their hooks).
@@ -59,10 +59,8 @@ class AsyncSessionRegistry:
 
     def __init__(
         self,
+        profile: Optional[Profile] = None,
         *,
-        session_config: Optional[DoomLoopConfig] = None,
-        tool_config: Optional[LoopDetectionConfig] = None,
-        chant_options: Optional[Dict[str, Any]] = None,
         ttl: float = DEFAULT_TTL,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
         store: Union[AsyncStore, MemoryStore, None] = None,
@@ -74,9 +72,7 @@ class AsyncSessionRegistry:
         # The session map and the checks of every other argument are the sync registry's; it
         # drives a MemoryStore itself.
         self._registry = SessionRegistry(
-            session_config=session_config,
-            tool_config=tool_config,
-            chant_options=chant_options,
+            profile,
             ttl=ttl,
             max_sessions=max_sessions,
             store=store if isinstance(store, MemoryStore) else None,
@@ -87,7 +83,7 @@ class AsyncSessionRegistry:
         self.store = store
         self._store = shared
 
-    async def _shared(self, store: AsyncStore, key: SessionKey, hook: Callable[[Session], _R]) -> _R:
+    async def _shared(self, store: AsyncStore, key: SessionKey, hook: Callable[[Monitor], _R]) -> _R:
         # The sync registry's update of the session's blob, awaited.
         registry = self._registry
         entry = registry._session(key)
@@ -156,7 +152,7 @@ class AsyncSessionRegistry:
             self._registry.record_action(key, action_type, args, result, success, duration, metadata)
         else:
             await self._shared(
-                store, key, lambda entry: entry.session.record_action(action_type, args, result, success, duration, metadata)
+                store, key, lambda entry: entry.doom_loop.record_action(action_type, args, result, success, duration, metadata)
             )
 
     async def mark_progress(self, key: SessionKey, marker: str) -> None:
@@ -165,7 +161,7 @@ class AsyncSessionRegistry:
         if store is None:
             self._registry.mark_progress(key, marker)
         else:
-            await self._shared(store, key, lambda entry: entry.session.mark_progress(marker))
+            await self._shared(store, key, lambda entry: entry.doom_loop.mark_progress(marker))
 
     async def record_response(self, key: SessionKey, text: str) -> None:
         """:meth:`DoomLoopDetector.record_response` of the session's detector."""
@@ -173,21 +169,31 @@ class AsyncSessionRegistry:
         if store is None:
             self._registry.record_response(key, text)
         else:
-            await self._shared(store, key, lambda entry: entry.session.record_response(text))
+            await self._shared(store, key, lambda entry: entry.doom_loop.record_response(text))
 
     async def is_doom_loop(self, key: SessionKey) -> bool:
         """:meth:`DoomLoopDetector.is_doom_loop` of the session's detector."""
         store = self._store
         if store is None:
             return self._registry.is_doom_loop(key)
-        return await self._shared(store, key, lambda entry: entry.session.is_doom_loop())
+        return await self._shared(store, key, lambda entry: entry.doom_loop.is_doom_loop())
 
-    async def get(self, key: SessionKey) -> Session:
-        """The session's detectors, created if it has none (or its idle TTL passed), on the
-        state the store holds."""
+    async def apply(self, key: SessionKey, fn: Callable[[Monitor], _R]) -> _R:
+        """:meth:`SessionRegistry.apply`: ``fn(monitor)`` on the session's monitor as one
+        hook (with an ``AsyncStore``, one awaited update of its blob)."""
+        store = self._store
+        if store is None:
+            return self._registry.apply(key, fn)
+        return await self._shared(store, key, fn)
+
+    async def get(self, key: SessionKey) -> Optional[Monitor]:
+        """The session's monitor on the state the store holds, or None when the session has
+        none here nor in the store (a getter never creates a session)."""
         store = self._store
         if store is None:
             return self._registry.get(key)
+        if key not in self._registry and await store.load(_store_name(key)) is None:
+            return None
         return await self._shared(store, key, lambda entry: entry)
 
     async def discard(self, key: SessionKey) -> None:

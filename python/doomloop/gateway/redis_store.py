@@ -20,9 +20,11 @@ import math
 import random
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Generator, NamedTuple, Optional, Tuple, TypeVar, Union, cast
 from urllib.parse import urlsplit
 
+from .._extras import install_hint
 from ..errors import ConfigError, StoreCorrupt, StoreUnavailable
 from .store import (
     AsyncKeyTurns,
@@ -364,7 +366,7 @@ def _check_url(owner: str, url: object) -> Tuple[str, str]:
 
 
 def _redis_missing(error: ImportError) -> ImportError:
-    missing = ImportError("a Redis store needs redis-py: pip install 'doomloop[redis]'")
+    missing = ImportError(f"a Redis store needs redis-py: {install_hint('redis')}")
     missing.__cause__ = error
     return missing
 
@@ -469,13 +471,31 @@ class RedisStore:
                 reply = _Failure(error)
 
 
+class _LoopClient(NamedTuple):
+    """An :class:`AsyncRedisStore`'s client for one event loop: redis-py's asyncio connections
+    (and the locks its tasks take turns on) belong to the loop they were made on."""
+
+    client: redis.asyncio.Redis
+    cas: AsyncScript
+    load: AsyncScript
+    turns: AsyncKeyTurns
+
+
 class AsyncRedisStore:
     """:class:`RedisStore` on redis-py's asyncio client: the same arguments, and the same
-    methods as coroutines (an :class:`~doomloop.gateway.AsyncStore`). Use it from one event
-    loop, whose tasks take turns on a key as RedisStore's threads do; ``fn`` passed to
-    :meth:`update` stays a plain function."""
+    methods as coroutines (an :class:`~doomloop.gateway.AsyncStore`). Its tasks take turns on a
+    key as RedisStore's threads do; ``fn`` passed to :meth:`update` stays a plain function.
 
-    __slots__ = ("_core", "_client", "_cas", "_load", "_failures", "_turns")
+    The store may be made anywhere, at import time too, before any event loop runs: its
+    client is made on the first call from each event loop, for that loop (redis-py's asyncio
+    connections belong to the loop that opened them). So a service that runs ``asyncio.run``
+    twice, or a test framework that starts a loop per test, can keep one store; connections a
+    loop that has since closed left open are dropped with it. :meth:`aclose` closes the
+    running loop's connections: call it before that loop ends (an ASGI ``lifespan``'s
+    shutdown), as docs/gateway.md shows.
+    """
+
+    __slots__ = ("_core", "_connect", "_clients", "_lock", "_failures")
 
     def __init__(
         self, url: str, *, prefix: str = "doomloop:", timeout: float = 0.5, on_error: OnError = "open", retries: int = 16
@@ -488,17 +508,31 @@ class AsyncRedisStore:
             from redis.backoff import NoBackoff
         except ImportError as error:
             raise _redis_missing(error) from error
-        # No retries inside redis-py: see RedisStore.
-        self._client: redis.asyncio.Redis = redis.asyncio.Redis.from_url(
-            self._core.url,
-            socket_timeout=self._core.timeout,
-            socket_connect_timeout=self._core.timeout,
-            retry=Retry(NoBackoff(), 0),
-        )
-        self._cas: AsyncScript = self._client.register_script(_CAS)
-        self._load: AsyncScript = self._client.register_script(_LOAD)
+        core = self._core
+
+        def connect() -> _LoopClient:
+            # No retries inside redis-py: see RedisStore.
+            client = redis.asyncio.Redis.from_url(
+                core.url, socket_timeout=core.timeout, socket_connect_timeout=core.timeout, retry=Retry(NoBackoff(), 0)
+            )
+            return _LoopClient(client, client.register_script(_CAS), client.register_script(_LOAD), AsyncKeyTurns())
+
+        self._connect = connect
+        # Weak: a loop that is gone takes its client with it.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
         self._failures = (redis.RedisError, OSError)
-        self._turns = AsyncKeyTurns()
+
+    def _client(self) -> _LoopClient:
+        """The running loop's client, made on its first call (a RuntimeError outside a loop)."""
+        loop = asyncio.get_running_loop()
+        bound = self._clients.get(loop)
+        if bound is None:
+            with self._lock:
+                bound = self._clients.get(loop)
+                if bound is None:
+                    bound = self._clients[loop] = self._connect()
+        return bound
 
     async def load(self, key: SessionKey) -> Optional[Entry]:
         """See :meth:`RedisStore.load`."""
@@ -517,12 +551,16 @@ class AsyncRedisStore:
     async def update(self, key: SessionKey, fn: Update, ttl_seconds: float) -> bytes:
         """See :meth:`RedisStore.update`."""
         name = check_session_key(key)
-        async with self._turns.turn(name):
+        async with self._client().turns.turn(name):
             return await self._run(self._core.update(name, fn, ttl_seconds))
 
     async def aclose(self) -> None:
-        """Close the connections (a later call opens new ones)."""
-        await self._client.aclose()
+        """Close the running loop's connections (a later call opens new ones)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            bound = self._clients.pop(loop, None)
+        if bound is not None:
+            await bound.client.aclose()
 
     async def __aenter__(self) -> AsyncRedisStore:
         return self
@@ -531,6 +569,7 @@ class AsyncRedisStore:
         await self.aclose()
 
     async def _run(self, steps: _Steps[T]) -> T:
+        bound = self._client()
         reply: Union[_Reply, _Failure] = None
         while True:
             try:
@@ -543,9 +582,9 @@ class AsyncRedisStore:
                 continue
             try:
                 if call.op == "delete":
-                    await self._client.delete(call.key)
+                    await bound.client.delete(call.key)
                     reply = None
                 else:
-                    reply = _parse(await (self._cas if call.op == "cas" else self._load)(keys=[call.key], args=call.args))
+                    reply = _parse(await (bound.cas if call.op == "cas" else bound.load)(keys=[call.key], args=call.args))
             except self._failures as error:
                 reply = _Failure(error)

@@ -1,28 +1,27 @@
-"""``SessionRegistry``: many agent sessions in one gateway process, each with its own detectors,
-created on first use, evicted when idle or when there are too many, and optionally kept in a
-shared store so several gateway replicas can serve one session. See docs/gateway.md."""
+"""``SessionRegistry``: many agent sessions in one gateway process, each a
+:class:`~doomloop.Monitor` created on first use, evicted when idle or when there are too many,
+and optionally kept in a shared store so several gateway replicas can serve one session. See
+docs/gateway.md."""
 
 from __future__ import annotations
 
-import struct
-from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Optional, Tuple, TypeVar
+import inspect
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Optional, TypeVar
 
 from .. import _log
 from .._core import RegistryEngine
-from .._settings import Settings
 from ..chant import ChantDetector
 from ..errors import SnapshotError
 from ..events import checked_callback, log_extra
-from ..session import DoomLoopDetector
-from ..session_config import DoomLoopConfig
+from ..monitor import Monitor
+from ..profile import Profile
 from ..tool_loop import ToolCallDecision, ToolLoopDetector, ToolOutcome
-from ..tool_loop_config import LoopDetectionConfig
 from .store import MAX_KEY_BYTES, SessionKey, Store, check_seconds, check_session_key
 
 if TYPE_CHECKING:
     from ..events import EventCallback
 
-__all__ = ["DEFAULT_MAX_SESSIONS", "DEFAULT_TTL", "Session", "SessionRegistry"]
+__all__ = ["DEFAULT_MAX_SESSIONS", "DEFAULT_TTL", "HOOKS", "SessionRegistry"]
 
 DEFAULT_TTL = 30 * 60.0
 """Seconds a session may stay idle before it is evicted."""
@@ -35,54 +34,55 @@ _SHORT_KEY = MAX_KEY_BYTES // 4
 
 _R = TypeVar("_R")
 
-
-class Session:
-    """One session's detectors: ``tool_loop`` and ``session`` live as long as the session;
-    ``chant`` is the detector of the response being streamed (``None`` before the first
-    :meth:`SessionRegistry.stream`)."""
-
-    __slots__ = ("key", "tool_loop", "session", "chant", "_saved")
-
-    def __init__(self, key: str, tool_loop: ToolLoopDetector, session: DoomLoopDetector) -> None:
-        self.key = key
-        self.tool_loop = tool_loop
-        self.session = session
-        self.chant: Optional[ChantDetector] = None
-        # With a shared store: the blob the live detectors stand for (None once they moved on).
-        self._saved: Optional[bytes] = None
-
-    def __repr__(self) -> str:
-        return f"Session({self.key!r}, tool calls={self.tool_loop.history_len})"
+HOOKS = (
+    "before_tool_call",
+    "after_tool_call",
+    "arm_post_compaction",
+    "record_action",
+    "mark_progress",
+    "record_response",
+    "is_doom_loop",
+    "apply",
+)
+"""The hooks every registry offers, each taking the session key first: the sync registry's
+methods, the asyncio registry's coroutines (tests/gateway checks both against this list, and
+the Rust engine's tool-call hooks against its first two)."""
 
 
 def _normalised(key: SessionKey) -> str:
     """The registry's own form of a session key: the str itself, or bytes decoded losslessly
-    (so ``"a"`` and ``b"a"`` are one session, as in the stores)."""
-    if type(key) is str and len(key) <= _SHORT_KEY:
+    (so ``"a"`` and ``b"a"`` are one session, as in the stores). The stores' rule for a key
+    (:func:`~doomloop.gateway.store.check_session_key`: not empty, at most
+    :data:`MAX_KEY_BYTES`) holds with or without a store."""
+    if type(key) is str and 0 < len(key) <= _SHORT_KEY:
         return key
     name = check_session_key(key)
     return name.decode("utf-8", "surrogateescape")
 
 
 class SessionRegistry(RegistryEngine):
-    """Maps session keys to their detectors, for a gateway serving many agent sessions.
+    """Maps session keys to their :class:`~doomloop.Monitor` s, for a gateway serving many
+    agent sessions.
 
     Args:
-        session_config: the :class:`~doomloop.DoomLoopConfig` of every session detector
-            (default: ``DoomLoopConfig.recommended()``, the profile measured on real runs).
-        tool_config: the :class:`~doomloop.LoopDetectionConfig` of every tool-loop detector
-            (default: the keyword configuration, detection on).
-        chant_options: keyword options of the :class:`~doomloop.ChantDetector` made for each
-            streamed response.
+        profile: the :class:`~doomloop.Profile` of every session (default
+            :meth:`Profile.recommended`, the profile measured on real runs).
         ttl: seconds a session may stay idle before it is evicted (default 30 minutes).
         max_sessions: sessions kept at most; past it the least recently used is evicted.
         store: a shared :class:`~doomloop.gateway.Store` (``RedisStore``) so that replicas
             serving one session share its state; ``None`` keeps every session in this
-            process only. With a store, each hook is one update of the session's blob.
+            process only. With a store, each hook is one update of the session's blob (its
+            monitor's snapshot). An asyncio store (``AsyncRedisStore``) is a ``TypeError``: it
+            belongs to :class:`~doomloop.gateway.AsyncSessionRegistry`.
         on_event: ``callable(LoopEvent)`` for every event of every session's detectors,
             each carrying its session key (the hook for metrics and alerting).
         clock: seconds for the idle TTL (default ``time.monotonic``).
         **tool_options: extension points of every :class:`~doomloop.ToolLoopDetector`.
+
+    The hooks (:data:`HOOKS`) take the session key first. ``before_tool_call`` /
+    ``after_tool_call`` and the others reach one detector of the session's monitor;
+    :meth:`apply` runs any of the monitor's own methods (``record_user_message``,
+    ``record_compaction``, its findings-returning tool hooks, ...) as one hook.
 
     Thread-safe, and safe to use from asyncio tasks (no hook blocks unless the store does).
 
@@ -92,64 +92,77 @@ class SessionRegistry(RegistryEngine):
     call into the engine.
     """
 
-    def __init__(
-        self,
+    profile: Profile
+    store: Optional[Store]
+    on_event: Optional[EventCallback]
+    _tool_options: Dict[str, Any]
+
+    def __new__(
+        cls,
+        profile: Optional[Profile] = None,
         *,
-        session_config: Optional[DoomLoopConfig] = None,
-        tool_config: Optional[LoopDetectionConfig] = None,
-        chant_options: Optional[Dict[str, Any]] = None,
         ttl: float = DEFAULT_TTL,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
         store: Optional[Store] = None,
         on_event: Optional[EventCallback] = None,
         clock: Optional[Callable[[], float]] = None,
         **tool_options: Any,
-    ) -> None:
-        if session_config is None:
-            session_config = DoomLoopConfig.recommended()
-        _check_config("session_config", session_config, DoomLoopConfig)
-        if tool_config is None:
-            tool_config = LoopDetectionConfig()
-        _check_config("tool_config", tool_config, LoopDetectionConfig)
-        self.session_config = session_config
-        self.tool_config = tool_config
-        self.chant_options = dict(chant_options or {})
-        ChantDetector(**self.chant_options)  # refuses bad options now, not on the first stream
+    ) -> SessionRegistry:
+        # Everything is checked before the engine is built, and the engine is built whole.
+        if profile is None:
+            profile = Profile.recommended()
+        elif not isinstance(profile, Profile):
+            raise TypeError(f"profile must be a Profile, got {type(profile).__name__}")
         ttl = check_seconds("ttl", ttl)
         if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
             raise ValueError(f"max_sessions must be a positive int, got {max_sessions!r}")
         if store is not None and not callable(getattr(store, "update", None)):
             raise TypeError(f"store must be a Store (with update()), got {type(store).__name__}")
+        if inspect.iscoroutinefunction(getattr(store, "update", None)):
+            # Its update() would return a coroutine no hook awaits: refused now, not at the first hook.
+            problem = f"store must be a sync Store, got {type(store).__name__}: an asyncio store needs AsyncSessionRegistry"
+            raise TypeError(problem)
         if clock is not None and not callable(clock):
             raise TypeError(f"clock must be a zero-argument callable returning seconds, got {type(clock).__name__}")
-        self.store = store
-        self.on_event = checked_callback(on_event)
+        on_event = checked_callback(on_event)
         # Checked once: a bad extension point fails here, not in the first session.
-        ToolLoopDetector(tool_config, **tool_options)
-        self._tool_options = tool_options
+        ToolLoopDetector(profile.tool_loop, **tool_options)
         # The engine calls back into the class's own methods (a subclass's, if it has them).
-        kind = type(self)
-        shared = None if store is None else (kind._shared_before_tool_call, kind._shared_after_tool_call)
-        self._configure(ttl=ttl, max_sessions=max_sessions, clock=clock, new_session=kind._new_session, shared=shared)
+        shared = None if store is None else (cls._shared_before_tool_call, cls._shared_after_tool_call)
+        self = super().__new__(
+            cls,
+            ttl=ttl,
+            max_sessions=max_sessions,
+            clock=clock,
+            new_session=cls._new_session,
+            normalise_key=_normalised,
+            shared=shared,
+        )
+        self.profile = profile
+        self.store = store
+        self.on_event = on_event
+        self._tool_options = tool_options
+        return self
 
     # --- the session map -------------------------------------------------------------------
-    # The engine's `_session(key)` returns the key's `Session`: it normalises the key, reads
-    # the clock, finds the session (touching it) or builds one with the `new_session` given
-    # to `_configure`, `_new_session(name)` (lock released), sweeps idle sessions and evicts
-    # past `max_sessions`.
+    # The engine's `_session(key)` returns the key's `Monitor`: it normalises the key, reads
+    # the clock, finds the session (touching it) or builds one with the `new_session` it was
+    # built with, `_new_session(name)` (lock released), sweeps idle sessions and evicts past
+    # `max_sessions`.
 
     if TYPE_CHECKING:
 
-        def _session(self, key: SessionKey) -> Session: ...
+        def _session(self, key: SessionKey) -> Monitor: ...
 
-    def _new_session(self, key: str) -> Session:
-        tool_loop = ToolLoopDetector(self.tool_config, on_event=self.on_event, session_key=key, **self._tool_options)
-        session = DoomLoopDetector(self.session_config, on_event=self.on_event, session_key=key)
-        session.start_session()
-        return Session(key, tool_loop, session)
+    def _new_session(self, key: str) -> Monitor:
+        return Monitor(self.profile, session_key=key, on_event=self.on_event, tool_options=self._tool_options)
 
-    def get(self, key: SessionKey) -> Session:
-        """The session's detectors, created if it has none (or its idle TTL passed)."""
+    def get(self, key: SessionKey) -> Optional[Monitor]:
+        """The session's monitor, or None when the session has none here (nor in the store):
+        a getter never creates a session. With a store, the monitor is brought up to the
+        state the store holds."""
+        if key not in self and (self.store is None or self.store.load(_store_name(key)) is None):
+            return None
         entry = self._session(key)
         if self.store is not None:
             self._shared(entry, lambda: None)
@@ -164,8 +177,8 @@ class SessionRegistry(RegistryEngine):
 
     # --- shared state ----------------------------------------------------------------------
 
-    def _shared(self, entry: Session, hook: Callable[[], _R]) -> _R:
-        """Run ``hook`` on the session's detectors as one update of its blob in the store (see
+    def _shared(self, entry: Monitor, hook: Callable[[], _R]) -> _R:
+        """Run ``hook`` on the session's monitor as one update of its blob in the store (see
         :class:`SharedUpdate`)."""
         store = self.store
         if store is None:
@@ -174,20 +187,19 @@ class SessionRegistry(RegistryEngine):
         store.update(update.name, update, self.ttl)
         return update.result
 
-    def _load(self, entry: Session, data: Optional[bytes]) -> None:
-        fresh = self._new_session(entry.key)
-        if data is not None:
-            tool_blob, session_blob = _unpack(data)
-            fresh.tool_loop._restore(tool_blob)
-            fresh.session._restore(session_blob)
-        entry.tool_loop, entry.session = fresh.tool_loop, fresh.session
+    def _load(self, entry: Monitor, data: Optional[bytes]) -> None:
+        # The monitor's state as a blob of the store gives it (None: afresh).
+        if data is None:
+            entry._reset()
+        else:
+            entry._restore(data)
 
     # --- the hooks ---------------------------------------------------------------------------
     # `before_tool_call` and `after_tool_call` are the engine's: without a store they call the
     # session's tool-loop detector directly; with one, they hand the session to these two.
 
     def _shared_before_tool_call(
-        self, entry: Session, tool: str, params: Any, run_id: Optional[str], tool_call_id: Optional[str]
+        self, entry: Monitor, tool: str, params: Any, run_id: Optional[str], tool_call_id: Optional[str]
     ) -> ToolCallDecision:
         return self._shared(
             entry, lambda: entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id)
@@ -195,7 +207,7 @@ class SessionRegistry(RegistryEngine):
 
     def _shared_after_tool_call(
         self,
-        entry: Session,
+        entry: Monitor,
         tool: str,
         params: Any,
         result: Any,
@@ -209,6 +221,13 @@ class SessionRegistry(RegistryEngine):
                 tool, params, result=result, error=error, run_id=run_id, tool_call_id=tool_call_id
             ),
         )
+
+    def apply(self, key: SessionKey, fn: Callable[[Monitor], _R]) -> _R:
+        """Run ``fn(monitor)`` on the session's monitor as one hook (with a store, one update
+        of its blob, which may run ``fn`` again on a conflict) and return what it returns,
+        e.g. ``registry.apply(key, lambda m: m.record_user_message(text))``."""
+        entry = self._session(key)
+        return self._shared(entry, lambda: fn(entry))
 
     def arm_post_compaction(self, key: SessionKey) -> int:
         """:meth:`ToolLoopDetector.arm_post_compaction` of the session's detector."""
@@ -227,33 +246,31 @@ class SessionRegistry(RegistryEngine):
     ) -> None:
         """:meth:`DoomLoopDetector.record_action` of the session's detector."""
         entry = self._session(key)
-        self._shared(entry, lambda: entry.session.record_action(action_type, args, result, success, duration, metadata))
+        self._shared(entry, lambda: entry.doom_loop.record_action(action_type, args, result, success, duration, metadata))
 
     def mark_progress(self, key: SessionKey, marker: str) -> None:
         """:meth:`DoomLoopDetector.mark_progress` of the session's detector."""
         entry = self._session(key)
-        self._shared(entry, lambda: entry.session.mark_progress(marker))
+        self._shared(entry, lambda: entry.doom_loop.mark_progress(marker))
 
     def record_response(self, key: SessionKey, text: str) -> None:
         """:meth:`DoomLoopDetector.record_response` of the session's detector."""
         entry = self._session(key)
-        self._shared(entry, lambda: entry.session.record_response(text))
+        self._shared(entry, lambda: entry.doom_loop.record_response(text))
 
     def is_doom_loop(self, key: SessionKey) -> bool:
         """:meth:`DoomLoopDetector.is_doom_loop` of the session's detector."""
         entry = self._session(key)
-        return self._shared(entry, lambda: entry.session.is_doom_loop())
+        return self._shared(entry, lambda: entry.doom_loop.is_doom_loop())
 
     def stream(self, key: SessionKey) -> ChantDetector:
-        """A fresh :class:`~doomloop.ChantDetector` for the response about to be streamed in
-        this session (also ``get(key).chant`` until the next one), reporting its chant to the
-        registry's ``on_event`` with the session key. Streams stay in the process that serves
-        them; they are not shared through the store."""
+        """A fresh :class:`~doomloop.ChantDetector` with the registry profile's ``chant``
+        settings for the response about to be streamed in this session (also
+        ``get(key).chant`` until the next one), reporting its chant to the registry's
+        ``on_event`` with the session key. Streams stay in the process that serves them; they
+        are not shared through the store."""
         entry = self._session(key)
-        # The registry's on_event and the session's key, unless chant_options names its own.
-        chant = ChantDetector(**{"on_event": self.on_event, "session_key": entry.key, **self.chant_options})
-        entry.chant = chant
-        return chant
+        return entry._fresh_chant()
 
 
 class SharedUpdate(Generic[_R]):
@@ -267,12 +284,12 @@ class SharedUpdate(Generic[_R]):
 
     result: _R
 
-    def __init__(self, registry: SessionRegistry, entry: Session, hook: Callable[[], _R]) -> None:
+    def __init__(self, registry: SessionRegistry, entry: Monitor, hook: Callable[[], _R]) -> None:
         self._registry = registry
         self._entry = entry
         self._hook = hook
         # The session's key in the store.
-        self.name = entry.key.encode("utf-8", "surrogateescape")
+        self.name = (entry.session_key or "").encode("utf-8", "surrogateescape")
 
     def __call__(self, data: Optional[bytes]) -> bytes:
         entry = self._entry
@@ -283,35 +300,15 @@ class SharedUpdate(Generic[_R]):
                 # Another version's or a damaged blob: start the session afresh, once.
                 _log.warning(
                     "session %r: its stored state cannot be read (%s); starting it afresh",
-                    entry.key,
+                    entry.session_key,
                     error,
-                    extra=log_extra(entry.key),
+                    extra=log_extra(entry.session_key),
                 )
                 self._registry._load(entry, None)
         self.result = self._hook()
-        entry._saved = _pack(entry)
-        return entry._saved
+        saved = entry._saved = entry.to_bytes()
+        return saved
 
 
-def _check_config(name: str, config: Settings, kind: type) -> None:
-    if not isinstance(config, kind):
-        raise TypeError(f"{name} must be a {kind.__name__}, got {type(config).__name__}")
-
-
-# A session's blob: the tool-loop snapshot's length (4 bytes, little-endian), that snapshot,
-# then the session detector's snapshot (each checksummed on its own).
-_LENGTH = struct.Struct("<I")
-
-
-def _pack(entry: Session) -> bytes:
-    tool = entry.tool_loop.to_bytes()
-    return _LENGTH.pack(len(tool)) + tool + entry.session.to_bytes()
-
-
-def _unpack(data: bytes) -> Tuple[bytes, bytes]:
-    if len(data) < _LENGTH.size:
-        raise SnapshotError("corrupt session blob: shorter than its header")
-    (length,) = _LENGTH.unpack_from(data)
-    if length > len(data) - _LENGTH.size:
-        raise SnapshotError("corrupt session blob: the tool-loop snapshot runs past its end")
-    return data[_LENGTH.size : _LENGTH.size + length], data[_LENGTH.size + length :]
+def _store_name(key: SessionKey) -> bytes:
+    return _normalised(key).encode("utf-8", "surrogateescape")

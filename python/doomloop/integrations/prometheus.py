@@ -1,8 +1,8 @@
 """Prometheus metrics for loop events and gateway sessions.
 
-Needs prometheus-client (the ``prometheus`` extra: ``pip install "doomloop[prometheus]"``; from
-a source checkout, ``pip install prometheus-client``). It is imported when an exporter is made,
-not when this module is.
+Needs prometheus-client: ``pip install "prometheus-client>=0.20"``, or the ``prometheus``
+extra from a clone (``pip install ".[prometheus]"``). It is imported when an exporter is
+made, not when this module is.
 
 Metrics (``doomloop`` is the default namespace):
 
@@ -21,6 +21,7 @@ import re
 import threading
 from typing import TYPE_CHECKING, Iterable, List, Mapping, Optional, Protocol
 
+from .._extras import install_hint
 from ..events import LoopEvent
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ else:
 
 __all__ = ["INSTALL_HINT", "PrometheusExporter", "SessionStats"]
 
-INSTALL_HINT = 'pip install "doomloop[prometheus]" (from a source checkout: pip install prometheus-client)'
+INSTALL_HINT = install_hint("prometheus")
 """How to get prometheus-client; named in the ImportError when it is missing."""
 
 # The keys of a session registry's stats() and whether each is a gauge (else a counter).

@@ -13,8 +13,9 @@ records, and what the detectors would have said about them.
 - ``openai_chat.steps``, ``openai_responses.steps`` and ``anthropic.steps`` read one request's
   messages in memory (a guardrail's view), never raising.
 - :func:`read_runs` reads a run file strictly (the corpus format).
-- :func:`replay` feeds a run to a :class:`Detectors` bundle as a gateway would and yields
-  every :class:`Finding`; :func:`first_findings` keeps each detector's first.
+- :func:`replay` feeds a run to a :class:`~doomloop.Monitor` as a gateway would and yields
+  every :class:`~doomloop.Finding` with the step it was raised at (:class:`Replayed`);
+  :func:`first_findings` keeps the first of each kind.
 
 The command line and the integrations read traces through this package, so every consumer
 parses a trace the same way. The format of each reader is in ``docs/traces.md``. The standard
@@ -24,7 +25,7 @@ library suffices; orjson, when installed, decodes faster.
 from .errors import TraceFormatError
 from .formats import FORMATS, read, sniff
 from .records import Run, Step
-from .replay import CRITICAL, WARNING, Detectors, Finding, FirstFindings, first_findings, replay
+from .replay import CRITICAL, WARNING, FirstFindings, Replayed, first_findings, kind_of, replay
 from .runs import parse_result, parse_run, read_runs
 from .source import MAX_LINE_BYTES
 
@@ -33,13 +34,13 @@ __all__ = [
     "FORMATS",
     "MAX_LINE_BYTES",
     "WARNING",
-    "Detectors",
-    "Finding",
     "FirstFindings",
+    "Replayed",
     "Run",
     "Step",
     "TraceFormatError",
     "first_findings",
+    "kind_of",
     "parse_result",
     "parse_run",
     "read",

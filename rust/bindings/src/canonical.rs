@@ -16,8 +16,10 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use doomloop_engine::fingerprint::{self as fp, Canon, Sketch, TextFeatures};
 
-use crate::chant::{is_ascii, str_length, substring};
-use pyo3::ffi;
+use crate::ffi::{
+    dict_len, exact, hash_bytearray, is_ascii, is_huge_negative, number_float, number_index, str_length, substring,
+    surrogatepass, DictPosition, Exact,
+};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{
@@ -121,20 +123,11 @@ fn flat_dict_digest(value: &Bound<'_, PyAny>) -> Option<u64> {
     if dict.len() > fp::SMALL_MAP_ENTRIES {
         return None;
     }
-    let py = dict.py();
     let mut pairs = [0u64; fp::SMALL_MAP_ENTRIES];
     let mut used = 0;
-    let mut pos: ffi::Py_ssize_t = 0;
-    while let Some((key_ptr, value_ptr)) = dict_next(dict.as_any(), &mut pos) {
-        // SAFETY: both pointers are non-null and borrowed from `dict`; they are turned into
-        // owned references at once (a scalar's digest may run a subclass's Python code, and a
-        // dict mutated meanwhile only makes iteration skip or repeat entries: never unsafe).
-        let (key, value) = unsafe {
-            (
-                Bound::from_borrowed_ptr(py, key_ptr),
-                Bound::from_borrowed_ptr(py, value_ptr),
-            )
-        };
+    let mut position = DictPosition::default();
+    // A scalar's digest may run a subclass's Python code (the entries are owned meanwhile).
+    while let Some((key, value)) = position.next(dict.as_any()) {
         let slot = pairs.get_mut(used)?;
         *slot = fp::hash_pair(scalar_digest(&key)?, scalar_digest(&value)?);
         used += 1;
@@ -167,11 +160,8 @@ impl DictSnapshot {
         }
         let py = value.py();
         let mut entries = Vec::with_capacity(dict_len(value));
-        let mut pos: ffi::Py_ssize_t = 0;
-        while let Some((k, v)) = dict_next(value, &mut pos) {
-            // SAFETY: both pointers are non-null and borrowed from the live dict `value`; they
-            // are turned into owned references at once.
-            let (k, v) = unsafe { (Bound::from_borrowed_ptr(py, k), Bound::from_borrowed_ptr(py, v)) };
+        let mut position = DictPosition::default();
+        while let Some((k, v)) = position.next(value) {
             if !is_immutable_scalar(&k, longest_str) || !is_immutable_scalar(&v, longest_str) {
                 return None;
             }
@@ -196,10 +186,12 @@ impl DictSnapshot {
         if !value.is_exact_instance_of::<PyDict>() || dict_len(value) != self.entries.len() {
             return false;
         }
-        let mut pos: ffi::Py_ssize_t = 0;
-        self.entries
-            .iter()
-            .all(|(key, item)| dict_next(value, &mut pos).is_some_and(|(k, v)| k == key.as_ptr() && v == item.as_ptr()))
+        let mut position = DictPosition::default();
+        self.entries.iter().all(|(key, item)| {
+            position
+                .next_pointers(value)
+                .is_some_and(|(k, v)| k == key.as_ptr() && v == item.as_ptr())
+        })
     }
 
     /// Bytes held on the heap.
@@ -211,9 +203,7 @@ impl DictSnapshot {
 /// Whether `item` is of an exact immutable built-in scalar type (a str of at most
 /// `longest_str` code points): the same object then always has the same digest.
 pub fn is_immutable_scalar(item: &Bound<'_, PyAny>, longest_str: usize) -> bool {
-    if item.is_exact_instance_of::<PyString>() {
-        // SAFETY: `item` is an exact str (checked just above).
-        let string = unsafe { item.cast_unchecked::<PyString>() };
+    if let Exact::Str(string) = exact(item) {
         return longest_str == usize::MAX || str_length(string).is_ok_and(|length| length <= longest_str);
     }
     item.is_none()
@@ -222,37 +212,14 @@ pub fn is_immutable_scalar(item: &Bound<'_, PyAny>, longest_str: usize) -> bool 
         || item.is_exact_instance_of::<PyBool>()
 }
 
-/// `len(dict)` of an object known to be a dict.
-fn dict_len(dict: &Bound<'_, PyAny>) -> usize {
-    // SAFETY: callers pass a dict (checked exact); PyDict_Size only reads it.
-    usize::try_from(unsafe { ffi::PyDict_Size(dict.as_ptr()) }).unwrap_or(0)
-}
-
-/// The next (key, value) of a dict as borrowed pointers, both non-null.
-fn dict_next(dict: &Bound<'_, PyAny>, pos: &mut ffi::Py_ssize_t) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject)> {
-    let mut key: *mut ffi::PyObject = std::ptr::null_mut();
-    let mut value: *mut ffi::PyObject = std::ptr::null_mut();
-    // SAFETY: callers pass a live dict; PyDict_Next only reads it and hands out borrowed
-    // references (never dereferenced here before a null check).
-    let more = unsafe { ffi::PyDict_Next(dict.as_ptr(), pos, &mut key, &mut value) };
-    (more != 0 && !key.is_null() && !value.is_null()).then_some((key, value))
-}
-
 /// The digest of None, a bool, an int, a float or a str; `None` for anything else.
 fn scalar_digest(item: &Bound<'_, PyAny>) -> Option<u64> {
-    // Exact built-in types first, by type pointer: no failed casts on the common path.
-    // SAFETY: `item` is a live object; each unchecked cast follows an exact type match.
-    unsafe {
-        let ty = ffi::Py_TYPE(item.as_ptr());
-        if ty == &raw mut ffi::PyUnicode_Type {
-            return Some(str_digest(item.cast_unchecked::<PyString>()));
-        }
-        if ty == &raw mut ffi::PyLong_Type {
-            return Some(int_digest(item.cast_unchecked::<PyInt>()));
-        }
-        if ty == &raw mut ffi::PyFloat_Type {
-            return Some(fp::hash_f64(item.cast_unchecked::<PyFloat>().value()));
-        }
+    // Exact built-in types first: no failed casts on the common path.
+    match exact(item) {
+        Exact::Str(string) => return Some(str_digest(string)),
+        Exact::Int(int) => return Some(int_digest(int)),
+        Exact::Float(float) => return Some(fp::hash_f64(float.value())),
+        Exact::Other => {}
     }
     if item.is_none() {
         return Some(fp::hash_none());
@@ -295,7 +262,7 @@ enum Source<'py> {
     Tuple(Bound<'py, PyTuple>, usize),
     Dict {
         dict: Bound<'py, PyDict>,
-        pos: ffi::Py_ssize_t,
+        position: DictPosition,
         value: Option<Bound<'py, PyAny>>,
     },
     Iter(Bound<'py, PyIterator>),
@@ -441,28 +408,13 @@ fn next_child<'py>(source: &mut Source<'py>, skip: Option<KeyFilter<'_>>) -> Opt
             *index += 1;
             Some(item)
         }
-        Source::Dict { dict, pos, value } => {
+        Source::Dict { dict, position, value } => {
             if let Some(pending_value) = value.take() {
                 return Some(pending_value);
             }
+            // A dict mutated meanwhile (by code a nested walk runs) is read as it is then.
             loop {
-                let mut key_ptr: *mut ffi::PyObject = std::ptr::null_mut();
-                let mut value_ptr: *mut ffi::PyObject = std::ptr::null_mut();
-                // SAFETY: `dict` is a live dict; PyDict_Next hands out borrowed references, which
-                // are turned into owned ones at once. A dict mutated meanwhile (by code a nested
-                // walk runs) only makes iteration skip or repeat entries: never unsafe.
-                let more = unsafe { ffi::PyDict_Next(dict.as_ptr(), pos, &mut key_ptr, &mut value_ptr) };
-                if more == 0 || key_ptr.is_null() || value_ptr.is_null() {
-                    return None;
-                }
-                let py = dict.py();
-                // SAFETY: both pointers were just checked non-null and are borrowed from `dict`.
-                let (key, val) = unsafe {
-                    (
-                        Bound::from_borrowed_ptr(py, key_ptr),
-                        Bound::from_borrowed_ptr(py, value_ptr),
-                    )
-                };
+                let (key, val) = position.next(dict.as_any())?;
                 if skip.is_some_and(|skip| skip(&key)) {
                     continue;
                 }
@@ -491,10 +443,7 @@ fn classify<'py>(
         return digest(bytes_digest(item.py(), bytes.as_bytes()));
     }
     if let Ok(array) = item.cast::<PyByteArray>() {
-        // SAFETY: the interpreter is held and no Python code runs while the bytes are hashed,
-        // so nothing can resize or free the bytearray's buffer meanwhile (it is hashed in
-        // place: no copy of a large one).
-        return digest(fp::hash_bytes(unsafe { array.as_bytes() }));
+        return digest(hash_bytearray(array, fp::hash_bytes));
     }
     let depth = frames.len();
     let id = item.as_ptr() as usize;
@@ -545,7 +494,7 @@ fn classify<'py>(
             return frame(
                 Source::Dict {
                     dict: dict.clone(),
-                    pos: 0,
+                    position: DictPosition::default(),
                     value: None,
                 },
                 Kind::Map,
@@ -612,15 +561,10 @@ fn numpy_scalar_digest(item: &Bound<'_, PyAny>) -> Option<u64> {
         return Some(fp::hash_bool(item.is_truthy().ok()?));
     }
     if item.is_instance(integer.bind(py)).ok()? {
-        // SAFETY: `item` is a live object; PyNumber_Index returns a new reference to an int or
-        // NULL with an exception set.
-        let int = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyNumber_Index(item.as_ptr())) }.ok()?;
-        return Some(int_digest(int.cast::<PyInt>().ok()?));
+        return Some(int_digest(&number_index(item).ok()?));
     }
     if item.is_instance(floating.bind(py)).ok()? {
-        // SAFETY: as above; PyNumber_Float returns a new reference to a float or NULL.
-        let float = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyNumber_Float(item.as_ptr())) }.ok()?;
-        return Some(fp::hash_f64(float.cast::<PyFloat>().ok()?.value()));
+        return Some(fp::hash_f64(number_float(item).ok()?.value()));
     }
     None
 }
@@ -738,16 +682,6 @@ fn int_digest(int: &Bound<'_, PyInt>) -> u64 {
     }
 }
 
-/// Whether an int too large for 64 bits is negative, read from the object (a subclass's
-/// comparisons are not asked).
-pub fn is_huge_negative(int: &Bound<'_, PyInt>) -> bool {
-    let mut overflow: std::ffi::c_int = 0;
-    // SAFETY: `int` is a live int; the call only reads it and sets `overflow` to -1 or +1
-    // when the value does not fit in 64 bits (returning -1 then, with no exception set).
-    unsafe { ffi::PyLong_AsLongLongAndOverflow(int.as_ptr(), &mut overflow) };
-    overflow < 0
-}
-
 fn str_digest(string: &Bound<'_, PyString>) -> u64 {
     let py = string.py();
     let length = str_length(string).unwrap_or(0);
@@ -779,20 +713,6 @@ fn long_str_digest(string: &Bound<'_, PyString>, length: usize) -> PyResult<u64>
         start = end;
     }
     Ok(hasher.digest())
-}
-
-/// The str's UTF-8 encoding with lone surrogates encoded as such (`surrogatepass`), as a new
-/// bytes object (never cached on the str).
-pub fn surrogatepass<'py>(string: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyBytes>> {
-    // SAFETY: `string` is a live str and both names are NUL-terminated literals; the call
-    // returns a new reference to a bytes object or NULL with an exception set.
-    let encoded = unsafe {
-        Bound::from_owned_ptr_or_err(
-            string.py(),
-            ffi::PyUnicode_AsEncodedString(string.as_ptr(), c"utf-8".as_ptr(), c"surrogatepass".as_ptr()),
-        )?
-    };
-    Ok(encoded.cast_into::<PyBytes>()?)
 }
 
 fn bytes_digest(py: Python<'_>, data: &[u8]) -> u64 {
@@ -839,19 +759,11 @@ fn flat_dict_digest_and_sketch<'py>(
     if dict.len() > fp::SMALL_MAP_ENTRIES {
         return None;
     }
-    let py = dict.py();
     let mut pairs = [0u64; fp::SMALL_MAP_ENTRIES];
     let mut used = 0;
     let mut first_string = None;
-    let mut pos: ffi::Py_ssize_t = 0;
-    while let Some((key_ptr, value_ptr)) = dict_next(dict.as_any(), &mut pos) {
-        // SAFETY: as in `flat_dict_digest`: borrowed from `dict`, owned at once.
-        let (key, value) = unsafe {
-            (
-                Bound::from_borrowed_ptr(py, key_ptr),
-                Bound::from_borrowed_ptr(py, value_ptr),
-            )
-        };
+    let mut position = DictPosition::default();
+    while let Some((key, value)) = position.next(dict.as_any()) {
         let slot = pairs.get_mut(used)?;
         let key_digest = scalar_digest(&key)?;
         let (value_digest, string) = scalar_digest_and_sketch(&value, key_digest, sketch)?;
@@ -871,11 +783,8 @@ fn scalar_digest_and_sketch<'py>(
     context: u64,
     sketch: &mut Sketch,
 ) -> Option<(u64, Option<Bound<'py, PyString>>)> {
-    // SAFETY: `item` is a live object; each unchecked cast follows an exact type match.
-    unsafe {
-        let ty = ffi::Py_TYPE(item.as_ptr());
-        if ty == &raw mut ffi::PyUnicode_Type {
-            let string = item.cast_unchecked::<PyString>();
+    match exact(item) {
+        Exact::Str(string) => {
             // Short or ASCII text is read once for both (as `str_digest` reads it).
             if str_length(string).is_ok_and(|length| length < STR_PIECE) {
                 if let Ok(text) = string.to_str() {
@@ -885,13 +794,16 @@ fn scalar_digest_and_sketch<'py>(
                     return Some((fingerprint_utf8(item.py(), text), Some(string.clone())));
                 }
             }
-        } else if ty == &raw mut ffi::PyLong_Type {
-            sketch.add(context, fp::NUMBER_FEATURE);
-            return Some((int_digest(item.cast_unchecked::<PyInt>()), None));
-        } else if ty == &raw mut ffi::PyFloat_Type {
-            sketch.add(context, fp::NUMBER_FEATURE);
-            return Some((fp::hash_f64(item.cast_unchecked::<PyFloat>().value()), None));
         }
+        Exact::Int(int) => {
+            sketch.add(context, fp::NUMBER_FEATURE);
+            return Some((int_digest(int), None));
+        }
+        Exact::Float(float) => {
+            sketch.add(context, fp::NUMBER_FEATURE);
+            return Some((fp::hash_f64(float.value()), None));
+        }
+        Exact::Other => {}
     }
     let digest = scalar_digest(item)?;
     Some((digest, sketch_scalar(item, context, digest, sketch)))
@@ -905,19 +817,14 @@ fn sketch_scalar<'py>(
     digest: u64,
     sketch: &mut Sketch,
 ) -> Option<Bound<'py, PyString>> {
-    // Exact built-in types by type pointer first, as `scalar_digest` does.
-    // SAFETY: `item` is a live object; the unchecked cast follows an exact type match.
-    let string = unsafe {
-        let ty = ffi::Py_TYPE(item.as_ptr());
-        if ty == &raw mut ffi::PyLong_Type || ty == &raw mut ffi::PyFloat_Type {
+    // Exact built-in types first, as `scalar_digest` does.
+    let string = match exact(item) {
+        Exact::Int(_) | Exact::Float(_) => {
             sketch.add(context, fp::NUMBER_FEATURE);
             return None;
         }
-        if ty == &raw mut ffi::PyUnicode_Type {
-            Some(item.cast_unchecked::<PyString>().clone())
-        } else {
-            item.cast::<PyString>().ok().cloned()
-        }
+        Exact::Str(string) => Some(string.clone()),
+        Exact::Other => item.cast::<PyString>().ok().cloned(),
     };
     match string {
         Some(string) => {
@@ -975,18 +882,9 @@ impl<'py> SketchWalk<'_, 'py> {
             return;
         }
         if let Ok(dict) = item.cast::<PyDict>() {
-            let mut pos: ffi::Py_ssize_t = 0;
-            while let Some((key_ptr, value_ptr)) = dict_next(dict.as_any(), &mut pos) {
-                let py = dict.py();
-                // SAFETY: both pointers are non-null and borrowed from `dict`; they are turned
-                // into owned references at once (a key's fingerprint may run Python code that
-                // mutates the dict: PyDict_Next then only skips or repeats entries).
-                let (key, value) = unsafe {
-                    (
-                        Bound::from_borrowed_ptr(py, key_ptr),
-                        Bound::from_borrowed_ptr(py, value_ptr),
-                    )
-                };
+            let mut position = DictPosition::default();
+            // A key's fingerprint may run Python code that mutates the dict.
+            while let Some((key, value)) = position.next(dict.as_any()) {
                 if !self.spend() {
                     return;
                 }

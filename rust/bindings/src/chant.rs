@@ -1,233 +1,31 @@
-//! `ChantEngine`: the Rust half of `doomloop.ChantDetector` (which subclasses it), and the
-//! zero-copy readers of text chunks and token arrays shared with the session engine.
+//! `ChantEngine`: the Rust half of `doomloop.ChantDetector` (which subclasses it), with its
+//! reader of token ids, and `TextGuard`, the iterator behind `doomloop.guard_stream`.
 //!
 //! State lives behind one `Mutex` in a frozen pyclass. Chunks of at least
 //! `CHANT_DETACH_THRESHOLD` symbols are scanned with the interpreter released, so other
 //! threads keep running; the Python event factory is only called with the lock released.
 
-use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::Mutex;
 
 use doomloop_engine::chant::{
-    chant_snapshot, restore_chant, Chant, ChantConfig, ChantEvent, ChantStream, HashKey, TextInput, Token,
+    chant_snapshot, restore_chant, Chant, ChantConfig, ChantEvent, ChantStream, HashKey, Token, CHANT,
 };
-use doomloop_engine::settings::{Value, CHANT};
+use doomloop_engine::settings::Value;
 use numpy::ndarray::s;
 use numpy::{Element, PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::sync::{MutexExt, PyOnceLock};
-use pyo3::types::{PyBytes, PyDict, PyIterator, PyString, PyTuple};
-use pyo3::{ffi, intern};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyIterator, PyList, PyTuple};
 
+use crate::chunks::{scan_text, CHANT_DETACH_THRESHOLD, PIECE};
 use crate::errors::{snapshot_bytes, snapshot_error};
+use crate::ffi::{is_imported, lock, type_name};
 use crate::settings::checked;
-use crate::tool_results::type_name;
-
-/// Chunks at least this long (bytes of a str read as ASCII or UTF-8, code points of one copied
-/// out as code points, or tokens) are scanned with the interpreter lock released.
-pub const CHANT_DETACH_THRESHOLD: usize = 1 << 14;
-
-/// Non-ASCII strs at least this long (in code points) are copied out as code points: faster
-/// to scan than UTF-8, and CPython would otherwise keep a UTF-8 copy on the str.
-const COPY_THRESHOLD: usize = 1024;
-
-/// Long non-ASCII text and long token arrays are copied out and scanned in pieces of at most
-/// this many symbols: the copy needs a bounded buffer whatever the chunk's size, and the
-/// interpreter is held for one piece's copy at a time, never for a whole chunk.
-const PIECE: usize = 1 << 20;
-
-/// Largest code-point buffer a thread keeps between feeds (256 KiB: a 64 KiB chunk fits); a
-/// longer chunk's buffer (at most one piece, 4 MiB) is freed after its feed.
-const KEEP_BUFFER: usize = 1 << 16;
 
 /// Characters (or tokens) of the repeated window kept in an event.
 const DISPLAY: usize = 120;
-
-thread_local! {
-    // Reused across feeds (a fresh buffer per chunk would cost page faults); every piece
-    // overwrites the part it scans, so no feed ever reads what another left here.
-    static CODE_POINTS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Lock `mutex`, waiting (if another thread holds it) with the interpreter released: a thread
-/// holding the interpreter while it waits would stall every Python thread for as long as the
-/// holder scans, and deadlock with a holder that needs the interpreter to go on.
-#[inline]
-pub(crate) fn lock<'m, T>(py: Python<'_>, mutex: &'m Mutex<T>) -> MutexGuard<'m, T> {
-    // No code path panics while holding a lock; recover the data if one ever did.
-    match mutex.try_lock() {
-        Ok(guard) => guard,
-        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-        Err(TryLockError::WouldBlock) => wait_for(py, mutex),
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn wait_for<'m, T>(py: Python<'_>, mutex: &'m Mutex<T>) -> MutexGuard<'m, T> {
-    mutex
-        .lock_py_attached(py)
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Where a piece of a chunk stands in it (the session detector frames whole responses).
-#[derive(Clone, Copy)]
-pub(crate) struct Piece {
-    pub(crate) first: bool,
-    pub(crate) last: bool,
-}
-
-/// Lock `state` and run `scan` on the text of a `str` chunk (anything else is a TypeError
-/// naming `name`), piece by piece, in the cheapest form: borrowed from the str (ASCII bytes,
-/// or short UTF-8 text; one piece) or its code points copied out `PIECE` at a time (long
-/// non-ASCII text, or text with lone surrogates, which UTF-8 cannot carry). Length and data
-/// come from the str object itself, never from methods a subclass could override. Pieces of
-/// at least `CHANT_DETACH_THRESHOLD` symbols are scanned with the interpreter released; the
-/// lock is held across all pieces, so a chunk is applied whole before any other.
-pub(crate) fn scan_text<T: Send>(
-    chunk: &Bound<'_, PyAny>,
-    name: &str,
-    state: &Mutex<T>,
-    mut scan: impl FnMut(&mut T, TextInput<'_>, Piece) + Send,
-) -> PyResult<()> {
-    let py = chunk.py();
-    let string = chunk
-        .cast::<PyString>()
-        .map_err(|_| PyTypeError::new_err(format!("{name} must be a str, got {}", type_name(chunk))))?;
-    let length = str_length(string)?;
-    let whole = Piece {
-        first: true,
-        last: true,
-    };
-    if length < COPY_THRESHOLD || is_ascii(string)? {
-        if let Ok(utf8) = string.to_str() {
-            let input = if utf8.is_ascii() {
-                TextInput::Ascii(utf8.as_bytes())
-            } else {
-                TextInput::Utf8(utf8)
-            };
-            let mut guard = lock(py, state);
-            let state: &mut T = &mut guard;
-            if input.len() >= CHANT_DETACH_THRESHOLD {
-                py.detach(|| scan(state, input, whole));
-            } else {
-                scan(state, input, whole);
-            }
-            return Ok(());
-        }
-    }
-    let kept = CODE_POINTS.try_with(|cell| cell.try_borrow_mut().map(|mut kept| std::mem::take(&mut *kept)));
-    let mut buffer = match kept {
-        Ok(Ok(buffer)) => buffer,
-        _ => Vec::new(),
-    };
-    buffer.resize(PIECE.min(length), 0);
-    let scanned = scan_code_points(string, length, &mut buffer, state, &mut scan);
-    if buffer.capacity() <= KEEP_BUFFER {
-        // Put it back (a no-op if the thread is exiting).
-        let _ = CODE_POINTS.try_with(|cell| cell.try_borrow_mut().map(|mut kept| *kept = buffer));
-    }
-    scanned
-}
-
-fn scan_code_points<T: Send>(
-    string: &Bound<'_, PyString>,
-    length: usize,
-    buffer: &mut [u32],
-    state: &Mutex<T>,
-    scan: &mut (impl FnMut(&mut T, TextInput<'_>, Piece) + Send),
-) -> PyResult<()> {
-    let py = string.py();
-    let mut guard = lock(py, state);
-    let state: &mut T = &mut guard;
-    let mut start = 0;
-    loop {
-        let end = length.min(start + PIECE);
-        let piece = copy_code_points(string, start, end, end - start == length, buffer)?;
-        let place = Piece {
-            first: start == 0,
-            last: end == length,
-        };
-        if piece.len() >= CHANT_DETACH_THRESHOLD {
-            py.detach(|| scan(state, TextInput::CodePoints(piece), place));
-        } else {
-            scan(state, TextInput::CodePoints(piece), place);
-        }
-        if place.last {
-            return Ok(());
-        }
-        start = end;
-    }
-}
-
-/// The str's length in code points, read from the object (a subclass's `__len__` is not
-/// asked).
-pub(crate) fn str_length(string: &Bound<'_, PyString>) -> PyResult<usize> {
-    // SAFETY: `string` is a live str (checked by the cast); PyUnicode_GetLength only reads it
-    // and returns -1 with an exception set on failure.
-    let length = unsafe { ffi::PyUnicode_GetLength(string.as_ptr()) };
-    usize::try_from(length).map_err(|_| PyErr::fetch(string.py()))
-}
-
-static STR_ISASCII: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-/// `str.isascii(string)`: reads a flag of the str object, whatever a subclass overrides.
-pub(crate) fn is_ascii(string: &Bound<'_, PyString>) -> PyResult<bool> {
-    let py = string.py();
-    let isascii = STR_ISASCII.get_or_try_init(py, || {
-        py.get_type::<PyString>()
-            .getattr(intern!(py, "isascii"))
-            .map(Bound::unbind)
-    })?;
-    isascii.bind(py).call1((string,))?.is_truthy()
-}
-
-/// Code points `start..end` of a str (within its length), as a new str.
-pub(crate) fn substring<'py>(
-    string: &Bound<'py, PyString>,
-    start: usize,
-    end: usize,
-) -> PyResult<Bound<'py, PyString>> {
-    let (Ok(from), Ok(to)) = (isize::try_from(start), isize::try_from(end)) else {
-        return Err(PyValueError::new_err("text is too long"));
-    };
-    // SAFETY: `string` is a live str and `from..to` lies within its length; the call returns a
-    // new reference (a str of exactly `to - from` code points) or NULL with an exception set.
-    let piece =
-        unsafe { Bound::from_owned_ptr_or_err(string.py(), ffi::PyUnicode_Substring(string.as_ptr(), from, to))? };
-    Ok(piece.cast_into::<PyString>()?)
-}
-
-/// Code points `start..end` of a str (`whole`: all of it), lone surrogates included, copied
-/// into `buffer` (which holds at least `end - start`).
-fn copy_code_points<'b>(
-    string: &Bound<'_, PyString>,
-    start: usize,
-    end: usize,
-    whole: bool,
-    buffer: &'b mut [u32],
-) -> PyResult<&'b [u32]> {
-    let py = string.py();
-    let target = buffer
-        .get_mut(..end.saturating_sub(start))
-        .ok_or_else(|| PyValueError::new_err("text piece larger than its buffer"))?;
-    let size = isize::try_from(target.len()).map_err(|_| PyValueError::new_err("text is too long"))?;
-    let piece = if whole {
-        string.clone()
-    } else {
-        substring(string, start, end)?
-    };
-    // SAFETY: `piece` is a str of `size` code points and `target` holds `size`; CPython writes
-    // at most that many (no terminator with copy_null = 0) and returns NULL, with an exception
-    // set, on failure.
-    let written = unsafe { ffi::PyUnicode_AsUCS4(piece.as_ptr(), target.as_mut_ptr(), size, 0) };
-    if written.is_null() {
-        return Err(PyErr::fetch(py));
-    }
-    Ok(target)
-}
 
 /// Which kind of stream a detector has been fed since it was created or reset.
 enum Stream {
@@ -399,6 +197,36 @@ impl ChantEngine {
         Ok(self.event_type.bind(py).call((), Some(&fields))?.unbind())
     }
 
+    /// Run `read` on the token stream with the state locked (locked before the input is read:
+    /// waiting for the lock releases the interpreter, and another thread could resize an
+    /// array meanwhile), unless a chant found latches the stream; deliver a chant found.
+    fn feed_token_stream(
+        slf: &Bound<'_, Self>,
+        read: impl FnOnce(&mut Chant<Token>) -> PyResult<Option<ChantEvent<Token>>>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let py = slf.py();
+        let engine = slf.get();
+        let step = {
+            let mut state = lock(py, &engine.state);
+            match Self::next_step(&state) {
+                Step::Read => {
+                    let key = state.key;
+                    let chant = state.stream.token_chant(engine.config, key)?;
+                    if read(chant)?.is_some() {
+                        Step::Deliver
+                    } else {
+                        Step::Read
+                    }
+                }
+                other => other,
+            }
+        };
+        match step {
+            Step::Deliver => Self::deliver(slf),
+            Step::Read | Step::Ignore => Ok(None),
+        }
+    }
+
     /// What a feed does with its input: read it, or, when the stream has found a chant,
     /// ignore it (latched) and deliver the chant if its event was never handed out.
     fn next_step(state: &State) -> Step {
@@ -416,6 +244,29 @@ enum Step {
     Read,
     Deliver,
     Ignore,
+}
+
+/// The token ids of a list of ints, each stored as the bits of its 64-bit signed value (as an
+/// int64 array's are, so a list and an array of the same ids read alike).
+fn token_ids(list: &Bound<'_, PyList>) -> PyResult<Vec<Token>> {
+    let mut ids = Vec::with_capacity(list.len());
+    for (index, item) in list.iter().enumerate() {
+        let int = item
+            .cast::<PyInt>()
+            .ok()
+            .filter(|_| !item.is_instance_of::<PyBool>())
+            .ok_or_else(|| {
+                PyTypeError::new_err(format!(
+                    "tokens must be a list of ints, got {} at index {index}",
+                    type_name(&item)
+                ))
+            })?;
+        let id: i64 = int
+            .extract()
+            .map_err(|_| PyValueError::new_err(format!("tokens[{index}] does not fit in 64 bits")))?;
+        ids.push(Token(id as u64));
+    }
+    Ok(ids)
 }
 
 /// Scan a 1-D array of token ids with `state` locked: in place while short (the interpreter
@@ -535,54 +386,57 @@ impl ChantEngine {
         }
     }
 
-    /// Feed a 1-D numpy array of token ids (int32, int64 or uint32), read without copying
-    /// while short.
+    /// Feed token ids: a list of ints (no numpy needed), or a 1-D numpy array (int32, int64
+    /// or uint32) read without copying while short.
     #[pyo3(signature = (tokens, /))]
     fn feed_tokens(slf: &Bound<'_, Self>, tokens: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
         let py = tokens.py();
-        let engine = slf.get();
-        let array = tokens
-            .cast::<PyUntypedArray>()
-            .map_err(|_| PyTypeError::new_err(format!("tokens must be a numpy array, got {}", type_name(tokens))))?;
+        if let Ok(list) = tokens.cast::<PyList>() {
+            // Read whole before the lock is taken: a bad item feeds nothing.
+            let ids = token_ids(list)?;
+            return Self::feed_token_stream(slf, |chant| {
+                Ok(if ids.len() >= CHANT_DETACH_THRESHOLD {
+                    py.detach(|| chant.feed_slice(&ids, |t| t))
+                } else {
+                    chant.feed_slice(&ids, |t| t)
+                })
+            });
+        }
+        // An array exists only once numpy is imported; asking numpy's C API about anything
+        // before then would import it, and fail (a panic in the numpy crate) without it.
+        if !is_imported(py, intern!(py, "numpy")) {
+            return Err(PyTypeError::new_err(format!(
+                "tokens must be a list of ints or a 1-D numpy array, got {} (numpy arrays need the \
+                 numpy extra: pip install \".[numpy]\" from doomloop's project root)",
+                type_name(tokens)
+            )));
+        }
+        let array = tokens.cast::<PyUntypedArray>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "tokens must be a list of ints or a 1-D numpy array, got {}",
+                type_name(tokens)
+            ))
+        })?;
         if array.ndim() != 1 {
             return Err(PyValueError::new_err(format!(
                 "tokens must be a 1-D array, got {} dimensions",
                 array.ndim()
             )));
         }
-        let step = {
-            // Locked before the array is read: waiting for the lock releases the interpreter,
-            // and another thread could resize the array meanwhile.
-            let mut state = lock(py, &engine.state);
-            match Self::next_step(&state) {
-                Step::Read => {
-                    let key = state.key;
-                    let chant = state.stream.token_chant(engine.config, key)?;
-                    let found = if let Ok(a) = array.cast::<PyArray1<i32>>() {
-                        scan_tokens(py, a, chant, |t| Token(i64::from(t) as u64))?
-                    } else if let Ok(a) = array.cast::<PyArray1<i64>>() {
-                        scan_tokens(py, a, chant, |t| Token(t as u64))?
-                    } else if let Ok(a) = array.cast::<PyArray1<u32>>() {
-                        scan_tokens(py, a, chant, |t| Token(u64::from(t)))?
-                    } else {
-                        return Err(PyTypeError::new_err(format!(
-                            "tokens must have dtype int32, int64 or uint32, got {}",
-                            array.dtype()
-                        )));
-                    };
-                    if found.is_some() {
-                        Step::Deliver
-                    } else {
-                        Step::Read
-                    }
-                }
-                other => other,
+        Self::feed_token_stream(slf, |chant| {
+            if let Ok(a) = array.cast::<PyArray1<i32>>() {
+                scan_tokens(py, a, chant, |t| Token(i64::from(t) as u64))
+            } else if let Ok(a) = array.cast::<PyArray1<i64>>() {
+                scan_tokens(py, a, chant, |t| Token(t as u64))
+            } else if let Ok(a) = array.cast::<PyArray1<u32>>() {
+                scan_tokens(py, a, chant, |t| Token(u64::from(t)))
+            } else {
+                Err(PyTypeError::new_err(format!(
+                    "tokens must have dtype int32, int64 or uint32, got {}",
+                    array.dtype()
+                )))
             }
-        };
-        match step {
-            Step::Deliver => Self::deliver(slf),
-            Step::Read | Step::Ignore => Ok(None),
-        }
+        })
     }
 
     /// Forget the stream (text or tokens) and any chant found; start afresh.

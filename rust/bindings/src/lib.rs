@@ -4,7 +4,9 @@
 
 mod canonical;
 mod chant;
+mod chunks;
 mod errors;
+mod ffi;
 mod registry;
 mod session;
 mod settings;
@@ -16,6 +18,9 @@ use pyo3::prelude::*;
 #[pymodule(gil_used = false)]
 mod _core {
     use pyo3::prelude::*;
+
+    #[pymodule_export]
+    use crate::errors::_bind_errors;
 
     #[pymodule_export]
     use crate::registry::RegistryEngine;
@@ -33,7 +38,7 @@ mod _core {
     const MAX_CYCLE_REPEATS: u64 = doomloop_engine::session::MAX_CYCLE_REPEATS;
 
     #[pymodule_export]
-    const MAX_THRESHOLD: u64 = doomloop_engine::settings::MAX_THRESHOLD;
+    const MAX_THRESHOLD: u64 = doomloop_engine::tool_loop::MAX_THRESHOLD;
 
     #[pymodule_export]
     use crate::tool_loop::{
@@ -41,10 +46,10 @@ mod _core {
     };
 
     #[pymodule_export]
-    const MAX_HISTORY_SIZE: u64 = doomloop_engine::settings::MAX_HISTORY_SIZE;
+    const MAX_HISTORY_SIZE: u64 = doomloop_engine::tool_loop::MAX_HISTORY_SIZE;
 
     #[pymodule_export]
-    const MAX_GUARD_WINDOW: u64 = doomloop_engine::settings::MAX_GUARD_WINDOW;
+    const MAX_GUARD_WINDOW: u64 = doomloop_engine::tool_loop::MAX_GUARD_WINDOW;
 
     #[pymodule_export]
     const COMPACTION_DETECTOR: &str = doomloop_engine::tool_loop::COMPACTION_DETECTOR;
@@ -53,7 +58,7 @@ mod _core {
     use crate::chant::{ChantEngine, TextGuard};
 
     #[pymodule_export]
-    const CHANT_DETACH_THRESHOLD: usize = crate::chant::CHANT_DETACH_THRESHOLD;
+    const CHANT_DETACH_THRESHOLD: usize = crate::chunks::CHANT_DETACH_THRESHOLD;
 
     #[pymodule_export]
     const MAX_DEPTH: usize = crate::canonical::MAX_DEPTH;

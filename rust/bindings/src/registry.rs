@@ -7,17 +7,16 @@
 //! detectors and their hooks, dropping evicted sessions) always runs with it released, so a
 //! hook that calls back into the registry cannot deadlock.
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 
 use doomloop_engine::idle_map::IdleMap;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyString};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::chant::lock;
+use crate::ffi::lock;
 use crate::session::monotonic_seconds;
 use crate::tool_loop::{ToolCallDecision, ToolLoopEngine, ToolOutcome};
 
@@ -44,7 +43,7 @@ struct Table {
     expired: u64,
 }
 
-/// What `_configure` sets once (the registry's `__init__` validates it first).
+/// What the constructor is given (the registry's `__new__` validates it first).
 struct Config {
     ttl: f64,
     max_sessions: usize,
@@ -53,6 +52,9 @@ struct Config {
     /// `callable(registry, key) -> Session`: a new session's detectors (Python code: the
     /// registry's configs, options and event callback).
     new_session: Py<PyAny>,
+    /// `callable(key) -> str`: the registry's form of a key that is not a short exact `str`
+    /// (it checks the key and decodes bytes; the registry's `_normalised`).
+    normalise_key: Py<PyAny>,
     /// With a shared store, the tool-call hooks hand the session to these callables (the
     /// registry's Python path through the store), `(registry, session, tool, params, run_id,
     /// tool_call_id)` and `(registry, session, tool, params, result, error, run_id,
@@ -63,7 +65,7 @@ struct Config {
 #[pyclass(module = "doomloop._core", subclass, frozen)]
 pub struct RegistryEngine {
     table: Mutex<Table>,
-    config: OnceLock<Config>,
+    config: Config,
 }
 
 impl RegistryEngine {
@@ -72,15 +74,9 @@ impl RegistryEngine {
         lock(py, &self.table)
     }
 
-    fn config(&self) -> PyResult<&Config> {
-        self.config
-            .get()
-            .ok_or_else(|| PyRuntimeError::new_err("the registry is not configured (its __init__ did not run)"))
-    }
-
     /// The tool-call hooks' path through the shared store (only asked for with one).
     fn shared_hooks(&self) -> PyResult<&(Py<PyAny>, Py<PyAny>)> {
-        self.config()?
+        self.config
             .shared
             .as_ref()
             .ok_or_else(|| PyRuntimeError::new_err("the registry has no shared store"))
@@ -101,8 +97,8 @@ impl RegistryEngine {
     fn entry(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>) -> PyResult<(Py<PyAny>, Option<Py<ToolLoopEngine>>)> {
         let py = slf.py();
         let engine = slf.get();
-        let config = engine.config()?;
-        let name = normalised(key)?;
+        let config = &engine.config;
+        let name = config.normalised(key)?;
         let hash = name.hash()? as u64;
         let now = Self::now(py, config)?;
         {
@@ -191,7 +187,7 @@ impl RegistryEngine {
 
     /// Sweep the idle sessions, then read the table.
     fn swept<R>(&self, py: Python<'_>, read: impl FnOnce(&Table) -> R) -> PyResult<R> {
-        let config = self.config()?;
+        let config = &self.config;
         let now = Self::now(py, config)?;
         let mut dropped = Vec::new();
         let result = {
@@ -210,65 +206,62 @@ fn same_key(known: &Py<PyString>, name: &Bound<'_, PyString>) -> bool {
     known.is(name) || known.bind(name.py()).as_any().eq(name).unwrap_or(false)
 }
 
-/// The registry's own form of a session key: a short exact `str` itself, anything else
-/// through the registry's `_normalised` (which checks it and decodes bytes).
-fn normalised<'py>(key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
-    if let Ok(name) = key.cast_exact::<PyString>() {
-        if name.len()? <= SHORT_KEY {
-            return Ok(name.clone());
+impl Config {
+    /// The registry's own form of a session key: a short, non-empty exact `str` itself,
+    /// anything else through `normalise_key` (which checks it and decodes bytes; an empty key
+    /// is a ValueError there, with or without a store).
+    fn normalised<'py>(&self, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+        if let Ok(name) = key.cast_exact::<PyString>() {
+            if (1..=SHORT_KEY).contains(&name.len()?) {
+                return Ok(name.clone());
+            }
         }
+        Ok(self
+            .normalise_key
+            .call1(key.py(), (key,))?
+            .into_bound(key.py())
+            .cast_into::<PyString>()?)
     }
-    static NORMALISED: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let py = key.py();
-    let normalise = NORMALISED.import(py, "doomloop.gateway.registry", "_normalised")?;
-    Ok(normalise.call1((key,))?.cast_into::<PyString>()?)
 }
 
 #[pymethods]
 impl RegistryEngine {
-    /// Arguments are the registry's, read by its `__init__` (which calls `_configure`).
+    /// The TTL, the maximum, the clock (`None`: monotonic), what builds a session, what
+    /// normalises a key and, with a shared store, the two tool-call hooks' path through it (see
+    /// `Config`): the registry's `__new__` checks them and builds the engine with them.
     #[new]
-    #[pyo3(signature = (*_args, **_kwargs))]
-    fn new(_args: &Bound<'_, pyo3::types::PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
-        RegistryEngine {
-            table: Mutex::default(),
-            config: OnceLock::new(),
-        }
-    }
-
-    /// Set the TTL, the maximum, the clock (`None`: monotonic), what builds a session and,
-    /// with a shared store, the two tool-call hooks' path through it (see `Config`); once.
-    #[pyo3(signature = (*, ttl, max_sessions, clock, new_session, shared))]
-    fn _configure(
-        &self,
+    #[pyo3(signature = (*, ttl, max_sessions, clock, new_session, normalise_key, shared))]
+    fn new(
         ttl: f64,
         max_sessions: usize,
         clock: Option<Py<PyAny>>,
         new_session: Py<PyAny>,
+        normalise_key: Py<PyAny>,
         shared: Option<(Py<PyAny>, Py<PyAny>)>,
-    ) -> PyResult<()> {
-        let config = Config {
-            ttl,
-            max_sessions,
-            clock,
-            new_session,
-            shared,
-        };
-        self.config
-            .set(config)
-            .map_err(|_| PyRuntimeError::new_err("the registry is configured already"))
+    ) -> Self {
+        RegistryEngine {
+            table: Mutex::default(),
+            config: Config {
+                ttl,
+                max_sessions,
+                clock,
+                new_session,
+                normalise_key,
+                shared,
+            },
+        }
     }
 
     /// Seconds a session may stay idle before it is evicted.
     #[getter]
-    fn ttl(&self) -> PyResult<f64> {
-        Ok(self.config()?.ttl)
+    fn ttl(&self) -> f64 {
+        self.config.ttl
     }
 
     /// Sessions kept at most; past it the least recently used is evicted.
     #[getter]
-    fn max_sessions(&self) -> PyResult<usize> {
-        Ok(self.config()?.max_sessions)
+    fn max_sessions(&self) -> usize {
+        self.config.max_sessions
     }
 
     /// Sessions created since the registry was built.
@@ -316,8 +309,8 @@ impl RegistryEngine {
             return Ok(false);
         }
         let py = key.py();
-        let config = self.config()?;
-        let name = normalised(key)?;
+        let config = &self.config;
+        let name = config.normalised(key)?;
         let hash = name.hash()? as u64;
         let now = Self::now(py, config)?;
         let table = self.lock(py);
@@ -407,13 +400,13 @@ impl RegistryEngine {
                 visit.call(&entry.tool)?;
             }
         }
-        if let Some(config) = self.config.get() {
-            visit.call(&config.clock)?;
-            visit.call(&config.new_session)?;
-            if let Some((before, after)) = &config.shared {
-                visit.call(before)?;
-                visit.call(after)?;
-            }
+        let config = &self.config;
+        visit.call(&config.clock)?;
+        visit.call(&config.new_session)?;
+        visit.call(&config.normalise_key)?;
+        if let Some((before, after)) = &config.shared {
+            visit.call(before)?;
+            visit.call(after)?;
         }
         Ok(())
     }

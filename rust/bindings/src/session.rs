@@ -10,21 +10,19 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use doomloop_engine::fingerprint::{hash_action, hash_none, Canon, Sketch};
-use doomloop_engine::session::{Action, Finding, Session, SessionConfig};
-use doomloop_engine::settings::{shared, Value, SESSION};
-use doomloop_engine::snapshot::SnapshotError;
+use doomloop_engine::session::{Action, Finding, Session, SessionConfig, SESSION};
+use doomloop_engine::settings::{shared, Value};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
 use crate::canonical::{
-    fingerprint, fingerprint_and_sketch, fingerprint_str, is_huge_negative, is_immutable_scalar, str_preview,
-    DictSnapshot,
+    fingerprint, fingerprint_and_sketch, fingerprint_str, is_immutable_scalar, str_preview, DictSnapshot,
 };
-use crate::chant::{lock, scan_text};
-use crate::errors::{restored_state, snapshot_error};
+use crate::chunks::scan_text;
+use crate::errors::{restored_state, snapshot_error, snapshot_refused};
+use crate::ffi::{is_huge_negative, lock, type_name};
 use crate::settings::checked;
-use crate::tool_results::type_name;
 
 /// Strs longer than this (in code points) are not kept by the input memo (it would keep them
 /// alive as long as the detector).
@@ -513,11 +511,11 @@ impl SessionEngine {
         let now = self.now(py)?;
         match self.lock(py).snapshot(&self.settings, now) {
             Some(data) => Ok(PyBytes::new(py, &data)),
-            None => Err(snapshot_error(
+            // Nothing is wrong with any data: the state cannot be saved yet.
+            None => Err(snapshot_refused(
                 py,
-                SnapshotError::Invalid {
-                    what: "a response is being streamed (call end_response() before taking a snapshot)".to_owned(),
-                },
+                "no snapshot while a response is being streamed (record_output_chunk since the last \
+                 end_response): its output windows are not saved; call end_response() first",
             )),
         }
     }

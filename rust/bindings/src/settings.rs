@@ -1,15 +1,17 @@
 //! The detectors' settings at the boundary: Python values read into the engine's `Given` and
 //! checked by `doomloop_engine::settings` (refusals become Python exceptions in `errors`).
 
+use doomloop_engine::chant::CHANT;
+use doomloop_engine::session::SESSION;
 use doomloop_engine::settings::{self, Given, Kind, Schema, Value};
 use doomloop_engine::snapshot::{self, SnapshotKind};
+use doomloop_engine::tool_loop::{GUARD, TOOL_LOOP};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyTuple};
 
-use crate::canonical::is_huge_negative;
 use crate::errors::{setting_error, snapshot_bytes, snapshot_error};
-use crate::tool_results::type_name;
+use crate::ffi::{is_huge_negative, type_name};
 
 /// Size in bits of an int beyond `i128` (`int`'s own method: a subclass's is not asked).
 fn bits(int: &Bound<'_, PyInt>) -> u64 {
@@ -90,15 +92,10 @@ pub fn checked_one(schema: &'static Schema, value: &Bound<'_, PyAny>) -> PyResul
 }
 
 pub fn schema(owner: &str) -> PyResult<&'static Schema> {
-    [
-        &settings::SESSION,
-        &settings::TOOL_LOOP,
-        &settings::GUARD,
-        &settings::CHANT,
-    ]
-    .into_iter()
-    .find(|schema| schema.owner == owner)
-    .ok_or_else(|| PyTypeError::new_err(format!("no settings named {owner:?}")))
+    [&SESSION, &TOOL_LOOP, &GUARD, &CHANT]
+        .into_iter()
+        .find(|schema| schema.owner == owner)
+        .ok_or_else(|| PyTypeError::new_err(format!("no settings named {owner:?}")))
 }
 
 /// `values` checked against the settings of `owner` (a config class name): the same values,

@@ -8,11 +8,10 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use doomloop_engine::settings::{GUARD, TOOL_LOOP};
 use doomloop_engine::snapshot::Snapshot;
 use doomloop_engine::tool_loop::{
     compaction_message, CompactionGuard, Decision, Detector, Finding, GuardVerdict as EngineGuardVerdict, Level,
-    LoopConfig, NamedSession, COMPACTION_DETECTOR,
+    LoopConfig, NamedSession, COMPACTION_DETECTOR, GUARD, TOOL_LOOP,
 };
 use doomloop_engine::tool_result::{VETO_REASON, VETO_STATUS};
 use pyo3::exceptions::PyTypeError;
@@ -22,10 +21,10 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::canonical::fingerprint_str;
-use crate::chant::lock;
 use crate::errors::{restored_state, snapshot_error};
+use crate::ffi::{lock, type_name};
 use crate::settings::{checked, checked_one};
-use crate::tool_results::{normalise, parse_call, type_name, Call, CallMemo, Normalised, Rules};
+use crate::tool_results::{normalise, parse_call, Call, CallMemo, Normalised, Rules};
 
 // ---------------------------------------------------------------------------------------
 // Verdict types

@@ -16,10 +16,8 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-use crate::canonical::{
-    fingerprint, fingerprint_skipping, fingerprint_str, fingerprint_utf8, surrogatepass, DictSnapshot,
-};
-use crate::chant::lock;
+use crate::canonical::{fingerprint, fingerprint_skipping, fingerprint_str, fingerprint_utf8, DictSnapshot};
+use crate::ffi::{lock, surrogatepass, type_name};
 
 /// Optional extension points; `None` on the engine when none is used (keeps sessions small).
 #[derive(Default)]
@@ -141,13 +139,6 @@ impl<'py> Call<'py> {
 }
 
 pub(crate) static MAPPING_ABC: PyOnceLock<Py<pyo3::types::PyType>> = PyOnceLock::new();
-
-pub(crate) fn type_name(value: &Bound<'_, PyAny>) -> String {
-    value
-        .get_type()
-        .name()
-        .map_or_else(|_| "object".to_string(), |n| n.to_string())
-}
 
 pub(crate) fn optional_str_digest(value: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<u64>> {
     match value {

@@ -1,20 +1,10 @@
-//! Every detector setting in one table per detector: its name, its default, the values it
-//! accepts, and the one check that enforces them. The Python config classes read their
-//! defaults from these tables and hand every value to [`check`]; nothing restates a default
-//! or a range.
+//! The shape of a detector's settings table (each setting's name, default and the values it
+//! accepts, and the table's joint check) and the one check that enforces it. Each detector
+//! module owns its table; the Python config classes read their defaults from the tables and
+//! hand every value to [`check_all`]; nothing restates a default or a range.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
-
-/// The largest `history_size` of the tool-loop detector (its ring is allocated up front).
-pub const MAX_HISTORY_SIZE: u64 = 10_000;
-/// The largest tool-loop threshold (`i32::MAX`): the engine's `u32` counters keep room to
-/// raise an unordered `critical` or `global` threshold above the one below it.
-pub const MAX_THRESHOLD: u64 = i32::MAX as u64;
-/// The largest post-compaction guard window.
-pub const MAX_GUARD_WINDOW: u64 = 1_000;
-/// The largest backoff delay in seconds (`time.sleep` cannot sleep much longer).
-pub const MAX_BACKOFF: f64 = 1e9;
 
 /// What a setting accepts.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -80,12 +70,20 @@ pub struct Setting {
     pub default: Value,
 }
 
+/// A table's joint check: given every value (each within its own range, in the table's order),
+/// the setting to blame and the range it accepts given the others, when they do not go
+/// together.
+pub type JointCheck = fn(&[Value]) -> Option<(&'static str, String)>;
+
 /// The settings of one detector, in their declared (constructor) order.
 #[derive(Debug)]
 pub struct Schema {
     /// The config class named in messages (`DoomLoopConfig`).
     pub owner: &'static str,
     pub settings: &'static [Setting],
+    /// What only the detector knows: the limits of its settings taken together (`None` when
+    /// each setting's own range is all).
+    pub joint: Option<JointCheck>,
 }
 
 impl Schema {
@@ -121,7 +119,7 @@ pub fn shared(values: Vec<Value>) -> Arc<[Value]> {
     list
 }
 
-const fn count(name: &'static str, default: u64, min: u64, max: u64) -> Setting {
+pub const fn count(name: &'static str, default: u64, min: u64, max: u64) -> Setting {
     Setting {
         name,
         kind: Kind::Count { min, max },
@@ -129,7 +127,7 @@ const fn count(name: &'static str, default: u64, min: u64, max: u64) -> Setting 
     }
 }
 
-const fn number(name: &'static str, default: f64, min: f64, exclusive: bool, max: f64) -> Setting {
+pub const fn number(name: &'static str, default: f64, min: f64, exclusive: bool, max: f64) -> Setting {
     Setting {
         name,
         kind: Kind::Number { min, exclusive, max },
@@ -137,103 +135,13 @@ const fn number(name: &'static str, default: f64, min: f64, exclusive: bool, max
     }
 }
 
-const fn switch(name: &'static str, default: bool) -> Setting {
+pub const fn switch(name: &'static str, default: bool) -> Setting {
     Setting {
         name,
         kind: Kind::Switch,
         default: Value::Switch(default),
     }
 }
-
-/// The engine's counters are u64.
-const ANY: u64 = u64::MAX;
-
-/// `DoomLoopConfig`: PraisonAI's settings (its documented defaults), doomloop's CIRCULAR_PLAN
-/// settings, and doomloop's own rules, whose defaults keep PraisonAI's behaviour (the
-/// argument rules off; responses repeated as often as upstream's chunk counts allow). Only
-/// doomloop's rules read `similarity_threshold`.
-pub static SESSION: Schema = Schema {
-    owner: "DoomLoopConfig",
-    settings: &[
-        count("max_identical_actions", 3, 1, ANY),
-        count("max_similar_actions", 5, 1, ANY),
-        count("max_consecutive_failures", 3, 1, ANY),
-        count("max_no_progress_steps", 5, 1, ANY),
-        number("similarity_threshold", 0.85, 0.0, false, 1.0),
-        number("max_time_per_action", 60.0, 0.0, true, f64::INFINITY),
-        number("max_total_time", 300.0, 0.0, true, f64::INFINITY),
-        switch("enable_auto_recovery", true),
-        count("max_recovery_attempts", 2, 0, ANY),
-        switch("escalate_on_loop", true),
-        number("initial_backoff", 1.0, 0.0, false, MAX_BACKOFF),
-        number("backoff_multiplier", 2.0, 1.0, false, MAX_BACKOFF),
-        number("max_backoff", 30.0, 0.0, false, MAX_BACKOFF),
-        count("max_repeated_chunks", 8, 1, ANY),
-        count("content_chunk_size", 50, 1, ANY),
-        switch("detect_cycles", true),
-        count("max_cycle_period", 4, 2, crate::session::MAX_CYCLE_PERIOD),
-        count("min_cycle_repeats", 3, 2, crate::session::MAX_CYCLE_REPEATS),
-        switch("similar_by_arguments", false),
-        switch("failures_by_arguments", false),
-        switch("no_progress_by_arguments", false),
-        count("max_repeated_responses", 8, 2, ANY),
-        switch("detailed_descriptions", false),
-    ],
-};
-
-/// `LoopDetectionConfig`: OpenClaw's `tools.loopDetection` settings (its defaults and caps),
-/// then doomloop's own switches, appended so positional arguments keep their meaning.
-/// `enabled` defaults to true for a config built in Python; an OpenClaw block without the
-/// key leaves it unset. The doomloop switches (`hash_plain_results`, `cycle`,
-/// `argument_churn`) are on for a config built in Python; OpenClaw has no such keys, so
-/// the OpenClaw-shaped paths turn them off and keep its recorded behaviour.
-pub static TOOL_LOOP: Schema = Schema {
-    owner: "LoopDetectionConfig",
-    settings: &[
-        Setting {
-            name: "enabled",
-            kind: Kind::OptionalSwitch,
-            default: Value::Switch(true),
-        },
-        count("history_size", 30, 1, MAX_HISTORY_SIZE),
-        count("warning_threshold", 10, 1, MAX_THRESHOLD),
-        count("critical_threshold", 20, 1, MAX_THRESHOLD),
-        count("unknown_tool_threshold", 10, 1, MAX_THRESHOLD),
-        count("global_circuit_breaker_threshold", 30, 1, MAX_THRESHOLD),
-        switch("generic_repeat", true),
-        switch("known_poll_no_progress", true),
-        switch("ping_pong", true),
-        count("post_compaction_window_size", 3, 1, MAX_GUARD_WINDOW),
-        switch("hash_plain_results", true),
-        switch("cycle", true),
-        switch("argument_churn", true),
-    ],
-};
-
-/// `PostCompactionGuard`, the guard on its own.
-pub static GUARD: Schema = Schema {
-    owner: "PostCompactionGuard",
-    settings: &[count("window_size", 3, 1, MAX_GUARD_WINDOW)],
-};
-
-/// `ChantDetector`: the chant rule's window, repeats, whitespace filter and proximity bound
-/// (each within what the engine's compact chain table holds; `check_all` adds the joint
-/// limits of `ChantConfig::problem`), and the seed of its hash key (unset: a secret random
-/// key per detector).
-pub static CHANT: Schema = Schema {
-    owner: "ChantDetector",
-    settings: &[
-        count("content_chunk_size", 50, 1, crate::chant::MAX_PERIOD),
-        count("max_repeated_chunks", 8, 1, crate::chant::MAX_REPEATS),
-        switch("ignore_whitespace", true),
-        count("max_period", 1000, 1, crate::chant::MAX_PERIOD),
-        Setting {
-            name: "seed",
-            kind: Kind::OptionalCount { min: 0, max: u64::MAX },
-            default: Value::Unset,
-        },
-    ],
-};
 
 /// A value as the binding read it, before any check.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -431,13 +339,7 @@ pub fn check_all(schema: &'static Schema, given: &[Given<'_>]) -> Result<Vec<Val
     for (setting, &given) in schema.settings.iter().zip(given) {
         values.push(check(schema, setting, given)?);
     }
-    let joint = if std::ptr::eq(schema, &SESSION) {
-        crate::session::SessionConfig::from_values(&values).problem()
-    } else if std::ptr::eq(schema, &CHANT) {
-        crate::chant::ChantConfig::from_values(&values).problem()
-    } else {
-        None
-    };
+    let joint = schema.joint.and_then(|joint| joint(&values));
     match joint {
         Some((name, problem)) => Err(SettingError::OutOfRange {
             path: format!("{}.{name}", schema.owner),
@@ -447,15 +349,53 @@ pub fn check_all(schema: &'static Schema, given: &[Given<'_>]) -> Result<Vec<Val
     }
 }
 
+/// Tests of every table: its defaults pass its own check.
+#[cfg(test)]
+pub fn assert_defaults_pass(schema: &'static Schema) {
+    let given: Vec<Given<'_>> = schema
+        .settings
+        .iter()
+        .map(|s| match s.default {
+            Value::Count(n) => Given::Int(i128::from(n)),
+            Value::Number(x) => Given::Float(x),
+            Value::Switch(b) => Given::Bool(b),
+            Value::Unset => Given::None,
+        })
+        .collect();
+    assert_eq!(check_all(schema, &given).unwrap(), schema.defaults());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    static PROBE: Schema = Schema {
+        owner: "Probe",
+        settings: &[
+            count("window", 3, 1, 10),
+            number("backoff", 5.0, 0.0, false, 1e9),
+            number("time", 60.0, 0.0, true, f64::INFINITY),
+            switch("cycles", true),
+        ],
+        joint: Some(window_within_backoff),
+    };
+
+    /// A joint limit to check: `window` at most `backoff`.
+    fn window_within_backoff(values: &[Value]) -> Option<(&'static str, String)> {
+        let (window, backoff) = (values[0].count(), values[1].number());
+        (window as f64 > backoff).then(|| {
+            (
+                "window",
+                format!("must be <= backoff ({}), got {window}", py_float(backoff)),
+            )
+        })
+    }
+
     #[test]
     fn equal_value_lists_are_shared() {
-        let defaults = shared(TOOL_LOOP.defaults());
-        assert!(Arc::ptr_eq(&defaults, &shared(TOOL_LOOP.defaults())));
-        let mut other = TOOL_LOOP.defaults();
+        let defaults = shared(PROBE.defaults());
+        assert!(Arc::ptr_eq(&defaults, &shared(PROBE.defaults())));
+        let mut other = PROBE.defaults();
         other[0] = Value::Count(7);
         let other = shared(other);
         assert!(!Arc::ptr_eq(&defaults, &other) && *other != *defaults);
@@ -470,87 +410,54 @@ mod tests {
     }
 
     fn setting(name: &str) -> &'static Setting {
-        let i = SESSION.index(name).unwrap();
-        &SESSION.settings[i]
+        let i = PROBE.index(name).unwrap();
+        &PROBE.settings[i]
     }
 
     #[test]
     fn defaults_pass_their_own_check() {
-        for schema in [&SESSION, &TOOL_LOOP, &GUARD, &CHANT] {
-            let given: Vec<Given<'_>> = schema
-                .settings
-                .iter()
-                .map(|s| match s.default {
-                    Value::Count(n) => Given::Int(i128::from(n)),
-                    Value::Number(x) => Given::Float(x),
-                    Value::Switch(b) => Given::Bool(b),
-                    Value::Unset => Given::None,
-                })
-                .collect();
-            assert_eq!(check_all(schema, &given).unwrap(), schema.defaults());
-        }
+        assert_defaults_pass(&PROBE);
     }
 
     #[test]
     fn messages_name_the_setting_and_the_bound() {
-        let err = check(&SESSION, setting("max_identical_actions"), Given::Int(0)).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "DoomLoopConfig.max_identical_actions: must be >= 1, got 0"
-        );
-        let err = check(&SESSION, setting("max_backoff"), Given::Float(1e300)).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "DoomLoopConfig.max_backoff: must be <= 1000000000.0, got 1e+300"
-        );
-        let err = check(&SESSION, setting("max_total_time"), Given::Int(0)).unwrap_err();
+        let err = check(&PROBE, setting("window"), Given::Int(0)).unwrap_err();
+        assert_eq!(err.to_string(), "Probe.window: must be >= 1, got 0");
+        let err = check(&PROBE, setting("backoff"), Given::Float(1e300)).unwrap_err();
+        assert_eq!(err.to_string(), "Probe.backoff: must be <= 1000000000.0, got 1e+300");
+        let err = check(&PROBE, setting("time"), Given::Int(0)).unwrap_err();
         assert_eq!(err.problem(), "must be > 0.0, got 0");
-        let err = check(&SESSION, setting("detect_cycles"), Given::Int(1)).unwrap_err();
+        let err = check(&PROBE, setting("cycles"), Given::Int(1)).unwrap_err();
         assert!(matches!(err, SettingError::TypeMismatch { .. }));
         assert_eq!(err.problem(), "must be a bool, got int");
         let huge = Given::HugeInt {
             negative: false,
             bits: 20_001,
         };
-        let err = check(&SESSION, setting("max_identical_actions"), huge).unwrap_err();
-        assert_eq!(
-            err.problem(),
-            format!("must be <= {}, got an int of 20001 bits", u64::MAX)
-        );
-        let err = check(&SESSION, setting("initial_backoff"), Given::Float(f64::NAN)).unwrap_err();
+        let err = check(&PROBE, setting("window"), huge).unwrap_err();
+        assert_eq!(err.problem(), "must be <= 10, got an int of 20001 bits");
+        let err = check(&PROBE, setting("backoff"), Given::Float(f64::NAN)).unwrap_err();
         assert_eq!(err.problem(), "must not be NaN");
     }
 
     #[test]
-    fn chant_settings_check_their_joint_limits() {
-        let given = |window: i128, repeats: i128, period: i128, seed: Given<'static>| {
+    fn the_joint_check_runs_after_each_value_is_checked() {
+        let given = |window, backoff| {
             [
                 Given::Int(window),
-                Given::Int(repeats),
+                Given::Float(backoff),
+                Given::Float(1.0),
                 Given::Bool(true),
-                Given::Int(period),
-                seed,
             ]
         };
-        let values = check_all(&CHANT, &given(50, 8, 1000, Given::None)).unwrap();
-        assert_eq!(values, CHANT.defaults());
-        let seeded = check_all(&CHANT, &given(50, 8, 1000, Given::Int(7))).unwrap();
-        assert_eq!(seeded[4].optional_count(), Some(7));
-        let err = check_all(&CHANT, &given(600, 8, 65_000, Given::None)).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "ChantDetector.content_chunk_size: must be <= 535 with max_period=65000, got 600"
-        );
-        let err = check_all(&CHANT, &given(1000, 5000, 1000, Given::None)).unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("ChantDetector.max_repeated_chunks: must be <= 1047 "),
-            "{err}"
-        );
-        let err = check_all(&CHANT, &given(50, 8, 70_000, Given::None)).unwrap_err();
-        assert_eq!(err.to_string(), "ChantDetector.max_period: must be <= 65534, got 70000");
-        let err = check_all(&CHANT, &given(50, 8, 1000, Given::Float(1.0))).unwrap_err();
-        assert_eq!(err.to_string(), "ChantDetector.seed: must be an int or None, got float");
+        assert!(check_all(&PROBE, &given(3, 3.0)).is_ok());
+        let err = check_all(&PROBE, &given(4, 3.0)).unwrap_err();
+        assert_eq!(err.to_string(), "Probe.window: must be <= backoff (3.0), got 4");
+        // A value out of its own range is named first.
+        let err = check_all(&PROBE, &given(0, -1.0)).unwrap_err();
+        assert_eq!(err.to_string(), "Probe.window: must be >= 1, got 0");
+        let err = check_all(&PROBE, &given(3, 3.0)[..3]).unwrap_err();
+        assert!(matches!(err, SettingError::UnknownSetting { .. }));
     }
 
     #[test]

@@ -426,21 +426,27 @@ pub fn settings_of(data: &[u8], kind: SnapshotKind, schema: &'static Schema) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::GUARD;
+    use crate::settings::count;
+
+    static PROBE: Schema = Schema {
+        owner: "Probe",
+        settings: &[count("window_size", 3, 1, 1_000)],
+        joint: None,
+    };
 
     struct Probe(Vec<Value>, u64);
 
     impl Snapshot for Probe {
         const KIND: SnapshotKind = SnapshotKind::Chant;
         fn schema() -> &'static Schema {
-            &GUARD
+            &PROBE
         }
         fn write_body(&self, w: &mut Writer) {
             w.settings(&self.0);
             w.u64(self.1);
         }
         fn read_body(r: &mut Reader<'_>) -> Result<Self, SnapshotError> {
-            Ok(Probe(r.settings(&GUARD)?, r.u64("the probe")?))
+            Ok(Probe(r.settings(&PROBE)?, r.u64("the probe")?))
         }
     }
 

@@ -7,6 +7,14 @@
 //! project's tool-loop spec; see docs/tool-loop.md for where doomloop deliberately differs,
 //! and for doomloop's own two rules (cycles of 3 to 8 calls, argument churn), which the
 //! OpenClaw-shaped configs turn off.
+//!
+//! The session and its rules are here; `scan` holds the passes over the history they read,
+//! `config` the settings, `guard` the post-compaction guard and `snapshot` the snapshot format.
+
+mod config;
+mod guard;
+mod scan;
+mod snapshot;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -14,8 +22,11 @@ use std::sync::Arc;
 use crate::fingerprint::hash_two;
 use crate::names::NameTable;
 use crate::ring::Ring;
-use crate::settings::{shared, Schema, Value, TOOL_LOOP};
-use crate::snapshot::{invalid, Reader, Snapshot, SnapshotError, SnapshotKind, Writer};
+use crate::settings::{shared, Value};
+
+pub use config::{LoopConfig, GUARD, MAX_GUARD_WINDOW, MAX_HISTORY_SIZE, MAX_THRESHOLD, TOOL_LOOP};
+pub use guard::{compaction_message, CompactionGuard, GuardVerdict, COMPACTION_DETECTOR};
+use scan::{churn_match, cycle_match, Scan};
 
 /// OpenClaw's warning bucket width: a key is re-emitted when `count / 10` grows.
 pub const WARNING_BUCKET_SIZE: u32 = 10;
@@ -39,96 +50,6 @@ pub const MIN_CHURN_REPEATS: u32 = 3;
 /// least one), so a few novel attempts do not hide the loop but a batch of new calls is no
 /// churn.
 pub const CHURN_PROBE_SHARE: u32 = 5;
-
-/// Resolved thresholds and switches (the binding layer applies the config rules first).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LoopConfig {
-    pub history_size: usize,
-    pub warning: u32,
-    pub critical: u32,
-    pub unknown_tool: u32,
-    pub global: u32,
-    pub generic_repeat: bool,
-    pub known_poll: bool,
-    pub ping_pong: bool,
-    /// A cycle of 3 to 8 calls that the current call continues (doomloop's rule).
-    pub cycle: bool,
-    /// One tool cycling through a few argument sets whose results do not change (doomloop's
-    /// rule, after OpenClaw's later releases).
-    pub argument_churn: bool,
-    /// Results that are mappings with neither `content` nor `details` hash by their canonical
-    /// value (OpenClaw hashes every such mapping alike); read by the result normalisation.
-    pub hash_plain_results: bool,
-    /// Run the detectors (`enabled: true`).
-    pub detect: bool,
-    /// Record calls before execution and feed the guard (`enabled` not explicitly false).
-    pub record_calls: bool,
-    pub guard_enabled: bool,
-    pub guard_window: u32,
-}
-
-impl Default for LoopConfig {
-    /// The settings table's defaults (a config built in Python).
-    fn default() -> Self {
-        LoopConfig::from_values(&TOOL_LOOP.defaults()).0
-    }
-}
-
-impl LoopConfig {
-    /// The run-time settings from checked `settings::TOOL_LOOP` values (in the schema's
-    /// order), resolved as OpenClaw's run time resolves them: `critical` is raised to
-    /// `warning + 1` and `global` to `critical + 1` where needed (each fix described in the
-    /// returned list, for the caller to log); `enabled` true detects, unset records without
-    /// detecting, false also turns the guard off.
-    pub fn from_values(values: &[Value]) -> (LoopConfig, Vec<String>) {
-        let get = |name: &str| {
-            TOOL_LOOP
-                .index(name)
-                .and_then(|i| values.get(i).copied().or(Some(TOOL_LOOP.settings[i].default)))
-                .unwrap_or(Value::Unset)
-        };
-        let switch = |name: &str| get(name).switch().unwrap_or(false);
-        // Checked values are within `MAX_THRESHOLD` (`i32::MAX`), so `+ 1` fits a u32.
-        let threshold = |name: &str| u32::try_from(get(name).count()).unwrap_or(i32::MAX as u32);
-        let warning = threshold("warning_threshold");
-        let mut critical = threshold("critical_threshold");
-        let mut global = threshold("global_circuit_breaker_threshold");
-        let mut fixes = Vec::new();
-        if critical <= warning {
-            fixes.push(format!(
-                "critical_threshold {critical} <= warning_threshold {warning}; using {}",
-                warning + 1
-            ));
-            critical = warning + 1;
-        }
-        if global <= critical {
-            fixes.push(format!(
-                "global_circuit_breaker_threshold {global} <= critical_threshold {critical}; using {}",
-                critical + 1
-            ));
-            global = critical + 1;
-        }
-        let enabled = get("enabled").switch();
-        let config = LoopConfig {
-            history_size: usize::try_from(get("history_size").count()).unwrap_or(1),
-            warning,
-            critical,
-            unknown_tool: threshold("unknown_tool_threshold"),
-            global,
-            generic_repeat: switch("generic_repeat"),
-            known_poll: switch("known_poll_no_progress"),
-            ping_pong: switch("ping_pong"),
-            cycle: switch("cycle"),
-            argument_churn: switch("argument_churn"),
-            hash_plain_results: switch("hash_plain_results"),
-            detect: enabled == Some(true),
-            record_calls: enabled != Some(false),
-            guard_enabled: enabled != Some(false),
-            guard_window: u32::try_from(get("post_compaction_window_size").count()).unwrap_or(1),
-        };
-        (config, fixes)
-    }
-}
 
 /// The identity of one call: digests of the tool name and of `(tool, canonical params)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -380,31 +301,12 @@ impl Finding {
     }
 }
 
-/// The post-compaction guard's detector name.
-pub const COMPACTION_DETECTOR: &str = "compaction_loop_persisted";
-
-/// The post-compaction guard's message when the same call and result filled its window.
-pub fn compaction_message(tool: &str, count: u32) -> String {
-    format!(
-        "{COMPACTION_DETECTOR}: {tool} repeated the same call with the same result {count} times after compaction; aborting the run."
-    )
-}
-
 /// The decision for one call about to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decision {
     pub finding: Option<Finding>,
     pub blocked: bool,
     pub emit_warning: bool,
-}
-
-/// The guard's answer for one observed outcome.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GuardVerdict {
-    /// Not armed, or armed and the window has not filled with one triple.
-    Continue,
-    /// The same (tool, args, result) triple filled the window: abort with this count.
-    Abort(u32),
 }
 
 /// Warning-key digests kinds (distinct tags keep the key shapes apart).
@@ -478,63 +380,6 @@ impl WarningBuckets {
 
     pub fn heap_bytes(&self) -> usize {
         self.entries.capacity() * std::mem::size_of::<(u64, u32)>()
-    }
-}
-
-/// The post-compaction guard: after `arm()`, watches the next `window` outcomes and aborts
-/// when one (tool, args, result) triple fills the window.
-#[derive(Clone, Debug)]
-pub struct CompactionGuard {
-    window_size: u32,
-    remaining: u32,
-    window: Vec<(u64, u64, u64)>,
-}
-
-impl CompactionGuard {
-    pub fn new(window_size: u32) -> Self {
-        CompactionGuard {
-            window_size: window_size.max(1),
-            remaining: 0,
-            window: Vec::new(),
-        }
-    }
-
-    pub fn window_size(&self) -> u32 {
-        self.window_size
-    }
-
-    pub fn remaining(&self) -> u32 {
-        self.remaining
-    }
-
-    /// Start watching the next `window_size` outcomes; returns that number.
-    pub fn arm(&mut self) -> u32 {
-        self.remaining = self.window_size;
-        self.window.clear();
-        self.window_size
-    }
-
-    pub fn observe(&mut self, tool: u64, args: u64, result: u64) -> GuardVerdict {
-        if self.remaining == 0 {
-            return GuardVerdict::Continue;
-        }
-        self.remaining -= 1;
-        let triple = (tool, args, result);
-        self.window.push(triple);
-        let count = self.window.iter().filter(|&&t| t == triple).count() as u32;
-        if self.remaining == 0 {
-            // The window is over: free it (a gateway holds many idle guards).
-            self.window = Vec::new();
-        }
-        if count >= self.window_size {
-            GuardVerdict::Abort(count)
-        } else {
-            GuardVerdict::Continue
-        }
-    }
-
-    pub fn heap_bytes(&self) -> usize {
-        self.window.capacity() * std::mem::size_of::<(u64, u64, u64)>()
     }
 }
 
@@ -1000,301 +845,12 @@ impl<N> ToolLoopSession<N> {
     }
 }
 
-/// The run-scoped records, newest first.
-fn scoped<N>(history: &Ring<Record<N>>, run: Option<u64>) -> impl Iterator<Item = &Record<N>> + '_ {
-    let scope = RunScope::of(run);
-    history.iter_newest_first().filter(move |r| r.in_run(scope))
-}
-
-/// A cycle the call continues.
-struct CycleMatch {
-    period: usize,
-    /// The cycle's tail plus this call.
-    count: u32,
-    /// Every tail record has a result, and each call's results are all one.
-    no_progress: bool,
-    /// The warning key's digest.
-    key: u64,
-}
-
-/// Whether `calls` is no repetition of a shorter pattern (`a b a c` is primitive, `a b a b`
-/// is not): a cycle's period is its shortest.
-fn primitive(calls: &[u64]) -> bool {
-    let n = calls.len();
-    (1..n)
-        .filter(|d| n % d == 0)
-        .all(|d| (d..n).any(|i| calls[i] != calls[i - d]))
-}
-
-/// The longest cycle of 3 to 8 calls that `key` continues: for a period `p`, the newest
-/// run-scoped records `s[0], s[1], ...` repeat with period `p` (`s[j] == s[j - p]`) for as
-/// long as the tail runs, the `p` newest form no shorter pattern, and `key` is `s[p - 1]`,
-/// the call that comes next. Its count is the tail's length plus this call, and it is a
-/// cycle once that count makes two full rounds (`2 * p`): the calls were repeated, not just
-/// made once and begun again. Ties go to the shorter period. Only cycles whose count can
-/// reach `threshold` (the lower of the warning and critical thresholds) are looked for: a
-/// shorter one gives no finding.
-fn cycle_match<N>(history: &Ring<Record<N>>, key: &CallKey, threshold: u32) -> Option<CycleMatch> {
-    // The newest records' args, one more than the longest period: enough to rule out nearly
-    // every period without walking the history again.
-    const SEEN: usize = MAX_CYCLE_PERIOD + 1;
-    let mut newest = [0u64; SEEN];
-    let mut seen = 0;
-    let scope = RunScope::of(key.run);
-    'gather: for half in history.halves() {
-        for r in half.iter().rev() {
-            if r.in_run(scope) {
-                newest[seen] = r.args;
-                seen += 1;
-                if seen == SEEN {
-                    break 'gather;
-                }
-            }
-        }
-    }
-    // The usual repetitions are ruled out at once: one call over and over (no pattern of
-    // several calls), or two alternating over all the records read (an odd period would
-    // break at its first repeat, an even one is no shortest period).
-    let repeats = |shift: usize| (shift..seen).all(|j| newest[j] == newest[j - shift]);
-    if repeats(1) || (seen == SEEN && repeats(2)) {
-        return None;
-    }
-    let mut best: Option<CycleMatch> = None;
-    for period in MIN_CYCLE_PERIOD..=seen.min(MAX_CYCLE_PERIOD) {
-        let pattern = &newest[..period];
-        if pattern[period - 1] != key.args {
-            continue;
-        }
-        // The tail a finding needs (two rounds, the threshold, less this call), as far as the
-        // records read above go: a shorter one rules the period out.
-        let needed = (2 * period).max(threshold as usize).saturating_sub(1).min(seen);
-        if (period..needed).any(|j| newest[j] != newest[j - period]) || !primitive(pattern) {
-            continue;
-        }
-        // Each position's result (records at one position of the cycle are one call).
-        let mut results: [Option<u64>; MAX_CYCLE_PERIOD] = [None; MAX_CYCLE_PERIOD];
-        let mut no_progress = true;
-        let mut tail = 0u32;
-        for (j, r) in scoped(history, key.run).enumerate() {
-            let position = j % period;
-            if r.args != pattern[position] {
-                break;
-            }
-            tail += 1;
-            match (r.result(), results[position]) {
-                (None, _) => no_progress = false,
-                (Some(result), None) => results[position] = Some(result),
-                (Some(result), Some(seen)) => no_progress &= result == seen,
-            }
-        }
-        // A call at two positions of the cycle (`a` in `a b a c`) must have one result too.
-        for i in 0..period {
-            for k in i + 1..period {
-                if pattern[i] == pattern[k] && results[i] != results[k] {
-                    no_progress = false;
-                }
-            }
-        }
-        let count = tail + 1;
-        if count >= 2 * period as u32 && best.as_ref().is_none_or(|b| count > b.count) {
-            // In call order from this call: s[p-1], ..., s[0].
-            let mut calls = [0u64; MAX_CYCLE_PERIOD];
-            for (slot, &args) in calls.iter_mut().zip(pattern.iter().rev()) {
-                *slot = args;
-            }
-            best = Some(CycleMatch {
-                period,
-                count,
-                no_progress,
-                key: cycle_key(&calls[..period]),
-            });
-        }
-    }
-    best
-}
-
-/// Argument churn of the call's tool.
-struct ChurnMatch {
-    /// Calls in the churning tail.
-    count: u32,
-    /// The argument sets repeated at least [`MIN_CHURN_REPEATS`] times.
-    variants: u32,
-    /// Digest of those argument sets (sorted), for the warning key.
-    sets: u64,
-}
-
-/// One tool cycling through a few argument sets whose outcomes do not change. The tail is
-/// the newest run-scoped records that are all calls of `key`'s tool with a result, each
-/// argument set's result the same every time, and at most [`MAX_CHURN_VARIANTS`] argument
-/// sets; it ends at the first record that breaks one of these. It churns when at least two of
-/// its argument sets recur [`MIN_CHURN_REPEATS`] times or more, `key`'s among them, and the
-/// other (one-off) calls are at most one in [`CHURN_PROBE_SHARE`] of the tail (at least one).
-fn churn_match<N>(history: &Ring<Record<N>>, key: &CallKey) -> Option<ChurnMatch> {
-    // (args, result, calls) per argument set, in order of appearance.
-    let mut sets = [(0u64, 0u64, 0u32); MAX_CHURN_VARIANTS];
-    let mut used = 0;
-    let mut count = 0u32;
-    for r in scoped(history, key.run) {
-        let Some(result) = r.result().filter(|_| r.tool == key.tool) else {
-            break;
-        };
-        match sets[..used].iter_mut().find(|(args, _, _)| *args == r.args) {
-            Some((_, seen, _)) if *seen != result => break,
-            Some((_, _, calls)) => *calls += 1,
-            None if used == MAX_CHURN_VARIANTS => break,
-            None => {
-                sets[used] = (r.args, result, 1);
-                used += 1;
-            }
-        }
-        count += 1;
-    }
-    let sets = &mut sets[..used];
-    let (mut variants, mut repeated_calls, mut this_one) = (0, 0, false);
-    for &(args, _, calls) in sets.iter().filter(|s| s.2 >= MIN_CHURN_REPEATS) {
-        variants += 1;
-        repeated_calls += calls;
-        this_one |= args == key.args;
-    }
-    let probes = count - repeated_calls;
-    if variants < 2 || probes > (count / CHURN_PROBE_SHARE).max(1) || !this_one {
-        return None;
-    }
-    sets.sort_unstable_by_key(|&(args, _, calls)| (calls < MIN_CHURN_REPEATS, args));
-    Some(ChurnMatch {
-        count,
-        variants,
-        sets: sets[..variants as usize]
-            .iter()
-            .fold(0, |digest, s| hash_two(key_tag::CHURN, digest, s.0)),
-    })
-}
-
-/// One fused newest-to-oldest pass over the run-scoped history.
-struct Scan {
-    unknown_run: u32,
-    unknown_name: u64,
-    streak: u32,
-    latest_result: u64,
-    recent: u32,
-    newest_back: Option<usize>,
-    newest_args: u64,
-    other_args: u64,
-    /// Length of the alternating tail ending at the newest record.
-    tail: u32,
-    /// Every tail record has a result and each side's result is constant.
-    tail_no_progress: bool,
-}
-
-impl Scan {
-    /// Three short passes over the run-scoped records, newest first. The unknown-tool run and
-    /// the alternating tail usually end within a record or two; only the streak and recent
-    /// counts need the whole window, and are left at 0 unless `count_window`.
-    fn run<N>(history: &Ring<Record<N>>, ids: Option<&Ring<Ids>>, key: &CallKey, count_window: bool) -> Scan {
-        let mut s = Scan {
-            unknown_run: 0,
-            unknown_name: 0,
-            streak: 0,
-            latest_result: 0,
-            recent: 0,
-            newest_back: None,
-            newest_args: 0,
-            other_args: 0,
-            tail: 0,
-            tail_no_progress: true,
-        };
-        let scope = RunScope::of(key.run);
-        let scoped = || {
-            history
-                .iter_newest_first()
-                .enumerate()
-                .filter(move |(_, r)| r.in_run(scope))
-        };
-        // Unknown tool: the run of newest records of this tool naming one missing tool.
-        for (position, (back, r)) in scoped().enumerate() {
-            let named = r.tool == key.tool && r.has(HAS_UNKNOWN);
-            let unknown = ids.and_then(|ids| ids.back(back)).map_or(0, |ids| ids.unknown);
-            if !named || (position > 0 && unknown != s.unknown_name) {
-                break;
-            }
-            s.unknown_name = unknown;
-            s.unknown_run += 1;
-        }
-        // Streak of one result and recent count of this call: the only pass over the whole
-        // window, so a plain loop over the ring's halves.
-        if count_window {
-            let mut streak_open = true;
-            for half in history.halves() {
-                for r in half.iter().rev() {
-                    if !r.same_call(key, scope) {
-                        continue;
-                    }
-                    s.recent += 1;
-                    if streak_open && r.has(HAS_RESULT) {
-                        if s.streak == 0 {
-                            s.latest_result = r.result;
-                            s.streak = 1;
-                        } else if r.result == s.latest_result {
-                            s.streak += 1;
-                        } else {
-                            streak_open = false;
-                        }
-                    }
-                }
-            }
-        }
-        // Ping-pong: the tail alternating between the newest args and the other args, and
-        // whether every tail record has a result, constant on each side.
-        let (mut side_a, mut side_b): (Option<u64>, Option<u64>) = (None, None);
-        for (position, (back, r)) in scoped().enumerate() {
-            if position == 0 {
-                s.newest_back = Some(back);
-                s.newest_args = r.args;
-            } else if position == 1 && r.args != s.newest_args {
-                s.other_args = r.args;
-            } else {
-                let expected = if position % 2 == 0 { s.newest_args } else { s.other_args };
-                if position == 1 || r.args != expected {
-                    break;
-                }
-            }
-            s.tail += 1;
-            if !r.has(HAS_RESULT) {
-                s.tail_no_progress = false;
-                continue;
-            }
-            let side = if r.args == s.newest_args {
-                &mut side_a
-            } else {
-                &mut side_b
-            };
-            match side {
-                None => *side = Some(r.result),
-                Some(seen) if *seen != r.result => s.tail_no_progress = false,
-                Some(_) => {}
-            }
-        }
-        if side_a.is_none() || side_b.is_none() {
-            s.tail_no_progress = false;
-        }
-        s
-    }
-
-    /// `(count, no-progress evidence)` when `key` continues an alternating tail of >= 2.
-    fn ping_pong(&self, key: &CallKey) -> Option<(u32, bool)> {
-        if self.tail < 2 || key.args != self.other_args {
-            return None;
-        }
-        Some((self.tail + 1, self.tail_no_progress))
-    }
-}
-
 /// One agent session's whole state: the history and guard, plus the names its records refer
 /// to (for messages). Plain data throughout, what a snapshot saves. The read-only queries are
 /// the session's (through `Deref`); every update goes through here, so no record lacks its name.
 #[derive(Clone, Debug)]
 pub struct NamedSession {
-    /// The checked `settings::TOOL_LOOP` values the session was built from (shared with
+    /// The checked [`TOOL_LOOP`] values the session was built from (shared with
     /// every session built from equal values).
     settings: Arc<[Value]>,
     session: ToolLoopSession<()>,
@@ -1331,7 +887,7 @@ impl std::ops::Deref for NamedSession {
 }
 
 impl NamedSession {
-    /// A session from checked `settings::TOOL_LOOP` values, and how its thresholds were
+    /// A session from checked [`TOOL_LOOP`] values, and how its thresholds were
     /// reordered (see [`LoopConfig::from_values`]).
     pub fn new(settings: Vec<Value>) -> (Self, Vec<String>) {
         let (config, fixes) = LoopConfig::from_values(&settings);
@@ -1462,146 +1018,9 @@ impl NamedSession {
     }
 }
 
-/// Longest tool name a snapshot may carry (names are display text; real ones are short).
-const MAX_SNAPSHOT_NAME: usize = 1 << 16;
-
-impl Snapshot for NamedSession {
-    const KIND: SnapshotKind = SnapshotKind::ToolLoop;
-
-    fn schema() -> &'static Schema {
-        &TOOL_LOOP
-    }
-
-    fn write_body(&self, w: &mut Writer) {
-        w.settings(&self.settings);
-        let s = &self.session;
-        w.len(s.history.len());
-        for back in (0..s.history.len()).rev() {
-            let Some(r) = s.history.back(back) else {
-                continue;
-            };
-            let ids = s.ids(back);
-            let run = if r.has(HAS_RUN) {
-                s.runs.get(r.run as usize).copied().unwrap_or(0)
-            } else {
-                0
-            };
-            for digest in [r.tool, r.args, run, ids.call_id, r.result, ids.unknown] {
-                w.u64(digest);
-            }
-            w.u8(r.flags);
-        }
-        w.len(s.buckets.entries.len());
-        for &(key, bucket) in &s.buckets.entries {
-            w.u64(key);
-            w.u32(bucket);
-        }
-        w.u32(s.guard.remaining);
-        w.len(s.guard.window.len());
-        for &(tool, args, result) in &s.guard.window {
-            w.u64(tool);
-            w.u64(args);
-            w.u64(result);
-        }
-        w.len(self.names.len());
-        for (digest, name) in self.names.iter() {
-            w.u64(digest);
-            w.str(name);
-        }
-        w.opt_u64(self.blocking);
-        let t = &self.stats;
-        for count in [
-            t.calls,
-            t.warnings,
-            t.blocks,
-            t.blocked_episodes,
-            t.outcomes,
-            t.guard_aborts,
-        ] {
-            w.u64(count);
-        }
-    }
-
-    fn read_body(r: &mut Reader<'_>) -> Result<Self, SnapshotError> {
-        let (mut state, _) = NamedSession::new(r.settings(&TOOL_LOOP)?);
-        let s = &mut state.session;
-        let records = r.len("the history", s.history.capacity())?;
-        for _ in 0..records {
-            let mut digests = [0u64; 6];
-            for digest in &mut digests {
-                *digest = r.u64("a record")?;
-            }
-            let flags = r.u8("a record")?;
-            if flags & !(HAS_RUN | HAS_CALL_ID | HAS_RESULT | HAS_UNKNOWN) != 0 {
-                return Err(invalid(format!("a record has unknown flags {flags:#x}")));
-            }
-            let [tool, args, run, call_id, result, unknown] = digests;
-            if flags & HAS_RUN == 0 && run != 0 {
-                // The engine writes 0 for a record without a run id (it keeps no digest).
-                return Err(invalid(format!("a record without a run id has run digest {run:#x}")));
-            }
-            let record = Record {
-                tool,
-                args,
-                run: if flags & HAS_RUN == 0 { 0 } else { s.run_index(run) },
-                result,
-                flags,
-                payload: (),
-            };
-            s.push(record, Ids { call_id, unknown });
-        }
-        let keys = r.len("the warning keys", MAX_WARNING_KEYS)?;
-        for _ in 0..keys {
-            let key = r.u64("a warning key")?;
-            let bucket = r.u32("a warning key")?;
-            s.buckets.entries.push_back((key, bucket));
-        }
-        let window_size = s.guard.window_size as usize;
-        let remaining = r.u32("the guard")?;
-        let seen = r.len("the guard window", window_size)?;
-        // While armed every attempt used is in the window; once over, the window is freed.
-        let consistent = remaining as usize + seen == window_size || (remaining == 0 && seen == 0);
-        if !consistent {
-            return Err(invalid(format!(
-                "the guard has {remaining} attempts left after {seen} of a window of {window_size}"
-            )));
-        }
-        s.guard.remaining = remaining;
-        for _ in 0..seen {
-            let triple = (
-                r.u64("the guard window")?,
-                r.u64("the guard window")?,
-                r.u64("the guard window")?,
-            );
-            s.guard.window.push(triple);
-        }
-        let limit = 4 * s.history.capacity() + 16;
-        let names = r.len("the names", limit)?;
-        for _ in 0..names {
-            let digest = r.u64("a name")?;
-            let name = r.str("a name", MAX_SNAPSHOT_NAME)?;
-            state.names.remember(digest, name, usize::MAX, std::iter::empty);
-        }
-        state.blocking = r.opt_u64("the blocked episode")?;
-        let mut counts = [0u64; 6];
-        for count in &mut counts {
-            *count = r.u64("the stats")?;
-        }
-        let [calls, warnings, blocks, blocked_episodes, outcomes, guard_aborts] = counts;
-        state.stats = ToolLoopStats {
-            calls,
-            warnings,
-            blocks,
-            blocked_episodes,
-            outcomes,
-            guard_aborts,
-        };
-        Ok(state)
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::scan::scoped;
     use super::*;
     use crate::fingerprint::{hash_action, hash_i64, hash_str};
 
@@ -2100,7 +1519,7 @@ mod tests {
 
     #[test]
     fn a_restored_session_answers_as_the_original() {
-        use crate::settings::TOOL_LOOP;
+        use crate::snapshot::Snapshot;
         let mut values = TOOL_LOOP.defaults();
         values[TOOL_LOOP.index("warning_threshold").unwrap()] = Value::Count(3);
         values[TOOL_LOOP.index("critical_threshold").unwrap()] = Value::Count(5);

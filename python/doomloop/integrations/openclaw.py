@@ -6,13 +6,20 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Collection, Dict, List, Mapping, Optional, Tuple
 
-from . import _log, _validate
-from ._core import settings_of
-from .errors import ConfigError
+from .. import _log, _validate
+from .._core import settings_of
+from ..errors import ConfigError
 
-__all__ = ["block_values", "config_values", "normalize_agent_id", "resolve_openclaw_block", "to_block"]
+__all__ = [
+    "block_values",
+    "config_values",
+    "normalize_agent_id",
+    "resolve_openclaw_block",
+    "to_block",
+    "warn_if_detection_off",
+]
 
 # The engine's settings of LoopDetectionConfig: (default, largest accepted) by field.
 _SETTINGS = {name: (default, maximum) for name, default, _, maximum in settings_of("LoopDetectionConfig")}
@@ -263,9 +270,7 @@ def block_values(block: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     doomloop's own switches are off."""
     block = block or {}
     path = "tools.loopDetection"
-    for key in block:
-        if key not in _BLOCK_KEYS:
-            _log.warning("loop-detection config: %s.%s is not a known key; ignored", path, key)
+    _warn_unknown(path, block, _BLOCK_KEYS)
     enabled = block.get("enabled")
     if enabled is not None and not isinstance(enabled, bool):
         # OpenClaw detects only on `enabled === true` and disables the guard only on
@@ -277,14 +282,32 @@ def block_values(block: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
         values[name] = _lenient_number(f"{path}.{key}", key, block.get(key), _SETTINGS[name][0])
     detectors = block.get("detectors")
     detectors = detectors if isinstance(detectors, Mapping) else {}
+    _warn_unknown(f"{path}.detectors", detectors, _DETECTORS)
     for key, name in _DETECTORS.items():
         values[name] = _lenient_bool(f"{path}.detectors.{key}", detectors.get(key), _SETTINGS[name][0])
     guard = block.get("postCompactionGuard")
     guard = guard if isinstance(guard, Mapping) else {}
+    _warn_unknown(f"{path}.postCompactionGuard", guard, _GUARD_KEYS)
     for key, name in _GUARD_KEYS.items():
         values[name] = _lenient_number(f"{path}.postCompactionGuard.{key}", key, guard.get(key), _SETTINGS[name][0])
     values.update(dict.fromkeys(_DOOMLOOP_ONLY, False))
     return values
+
+
+def _warn_unknown(path: str, mapping: Mapping[str, Any], known: Collection[str]) -> None:
+    for key in mapping:
+        if key not in known:
+            _log.warning("loop-detection config: %s.%s is not a known key; ignored", path, key)
+
+
+def warn_if_detection_off(enabled: Optional[bool]) -> None:
+    """Log that a config read from OpenClaw detects nothing when it leaves ``enabled`` unset:
+    OpenClaw's default, and otherwise a silent trap (calls are recorded, no loop is ever found)."""
+    if enabled is None:
+        _log.warning(
+            "loop-detection config: tools.loopDetection.enabled is not true, so no loop is detected"
+            ' (OpenClaw\'s default); set "enabled": true in the block to turn detection on'
+        )
 
 
 def to_block(values: Mapping[str, Any]) -> Dict[str, Any]:

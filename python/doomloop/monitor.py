@@ -1,0 +1,559 @@
+"""``Monitor``: everything one agent session runs through, the session, tool-loop and chant
+detectors behind one method per thing an agent does, each returning what it found as
+:class:`~doomloop.Finding` s.
+
+Every front door shares it: a gateway's :class:`~doomloop.gateway.SessionRegistry` keeps one
+per session, ``doomloop scan`` replays recorded runs through one per session, and the LiteLLM
+guardrail feeds one per conversation. See docs/monitor.md.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from .chant import ChantDetector, ChantEvent
+from .errors import SnapshotError
+from .events import checked_callback
+from .findings import CRITICAL, WARNING, Finding, shorten
+from .profile import Profile
+from .session import DoomLoopDetector
+from .tool_loop import GuardVerdict, LoopVerdict, ToolCallDecision, ToolLoopDetector
+
+if TYPE_CHECKING:
+    from .events import EventCallback
+
+__all__ = ["STRETCH_GAP", "Monitor", "ToolDecision"]
+
+STRETCH_GAP = 8
+"""Steps a loop may go unreported and still be the same stretch: a finding's ``first_step``
+is where its stretch began (the same code, and tool where the rule is about one tool)."""
+
+_EPISODES = 16
+"""Loop stretches remembered at most (the oldest is forgotten first)."""
+
+# The tool-loop rules about one tool, whose stretches are told apart by the tool.
+_PER_TOOL = frozenset({"generic_repeat", "known_poll_no_progress", "unknown_tool_repeat"})
+
+
+class ToolDecision:
+    """What :meth:`Monitor.before_tool_call` decided about a call about to run.
+
+    Attributes:
+        findings: what the monitor found (empty when nothing).
+        decision: the tool-loop detector's own :class:`~doomloop.ToolCallDecision`.
+    """
+
+    __slots__ = ("findings", "decision")
+
+    def __init__(self, decision: ToolCallDecision, findings: List[Finding]) -> None:
+        self.findings = findings
+        self.decision = decision
+
+    @property
+    def blocked(self) -> bool:
+        """A critical finding vetoes the call: do not run it, give the model :attr:`veto` (or
+        :attr:`blocked_result`) as its result."""
+        return self.decision.blocked
+
+    @property
+    def blocked_result(self) -> Optional[Dict[str, Any]]:
+        """OpenClaw's veto result (a dict carrying the veto text) when blocked, else None."""
+        return self.decision.blocked_result
+
+    @property
+    def verdict(self) -> LoopVerdict:
+        """The tool-loop detector's :class:`~doomloop.LoopVerdict`."""
+        return self.decision.verdict
+
+    @property
+    def veto(self) -> Optional[str]:
+        """The text the model sees instead of the call's result when blocked, else None."""
+        decision = self.decision
+        return decision.verdict.message if decision.blocked else None
+
+    def __repr__(self) -> str:
+        return f"ToolDecision(blocked={self.blocked}, findings={self.findings!r})"
+
+
+class Monitor:
+    """One agent session: its session, tool-loop and chant detectors, fed by one method per
+    thing the agent does.
+
+    Args:
+        profile: the detectors' settings (default :meth:`Profile.recommended`).
+        session_key: the session's name, carried by events and log records.
+        on_event: ``callable(LoopEvent)`` for every event of the three detectors (the hook
+            for metrics and alerting).
+        clock: seconds for the session detector's time limits (default a monotonic clock).
+        tool_options: extension points of the :class:`~doomloop.ToolLoopDetector`
+            (``tool_aliases``, ``known_poll_tools``, ``normalisers``, ...).
+
+    Steps: every method but :meth:`after_tool_call` (which completes its call's step) is one
+    step, numbered from 0; :attr:`step` is the number of steps so far. A finding's
+    ``first_step`` and ``last_step`` are in this numbering.
+
+    Turns: :meth:`record_user_message` starts a new turn, and the tool-loop detector scopes
+    its repeats to the turn (a new run). A monitor that never sees a user message (a headless
+    agent) runs one turn throughout.
+
+    Thread-safe as its detectors are: each detector's update is atomic, but a monitor's
+    methods are not atomic as a whole; serve one session from one thread or task at a time
+    (a gateway registry does). :meth:`to_bytes` carries the whole monitor (the three
+    detectors, the turn, the steps and the answer being streamed); pickle and copy go through
+    it.
+    """
+
+    __slots__ = (
+        "profile",
+        "session_key",
+        "on_event",
+        "tool_loop",
+        "doom_loop",
+        "chant",
+        "step",
+        "turn",
+        "_run_id",
+        "_clock",
+        "_tool_options",
+        "_answered",
+        "_answer_step",
+        "_stretches",
+        "_saved",
+        "__weakref__",
+    )
+
+    profile: Profile
+    session_key: Optional[str]
+    on_event: Optional[EventCallback]
+    tool_loop: ToolLoopDetector
+    doom_loop: DoomLoopDetector
+    chant: Optional[ChantDetector]
+    step: int
+    turn: int
+
+    def __init__(
+        self,
+        profile: Optional[Profile] = None,
+        *,
+        session_key: Optional[str] = None,
+        on_event: Optional[EventCallback] = None,
+        clock: Optional[Callable[[], float]] = None,
+        tool_options: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        if profile is None:
+            profile = _recommended()
+        elif not isinstance(profile, Profile):
+            raise TypeError(f"profile must be a Profile or None, got {type(profile).__name__}")
+        if session_key is not None and not isinstance(session_key, str):
+            raise TypeError(f"session_key must be a str or None, got {type(session_key).__name__}")
+        self.profile = profile
+        self.session_key = session_key
+        self.on_event = checked_callback(on_event)
+        self._clock = clock
+        self._tool_options = dict(tool_options or {})
+        self.tool_loop = ToolLoopDetector(profile.tool_loop, on_event=on_event, session_key=session_key, **self._tool_options)
+        self.doom_loop = DoomLoopDetector(profile.session, clock=clock, on_event=on_event, session_key=session_key)
+        self.doom_loop.start_session()
+        self.chant = None
+        self.step = 0
+        self.turn = 0
+        # The tool-loop detector's run: the turn's number (None, its default run, before the
+        # first user message).
+        self._run_id: Optional[str] = None
+        # Whether the current answer's chant was already reported, and the step of the
+        # answer being streamed (None when none is).
+        self._answered = False
+        self._answer_step: Optional[int] = None
+        # Loop stretches: (code, tool or None) -> [first step, last step reported].
+        self._stretches: Dict[Tuple[str, Optional[str]], List[int]] = {}
+        # A gateway registry's, with a shared store: the blob this monitor's state stands for
+        # (None once it moved on), so a hook restores it only when another replica wrote.
+        self._saved: Optional[bytes] = None
+
+    # --- what an agent does ------------------------------------------------------------------
+
+    def record_user_message(self, text: str) -> List[Finding]:
+        """A user message: a new turn. The tool-loop detector starts a new run, so repeats
+        of an earlier turn do not count against this one (a user's "try again" is not the
+        agent looping)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        self.step += 1
+        self.turn += 1
+        self._run_id = str(self.turn)
+        return []
+
+    def record_response(self, text: str) -> List[Finding]:
+        """A whole assistant message: scanned for chanting, then recorded in the session
+        detector (which compares it with the answers before it)."""
+        step = self._next_step()
+        chant = self._fresh_chant()
+        found = self._chant_findings(chant.feed(text), step)
+        self.doom_loop.record_response(text)
+        return self._session_findings(found, step, None, None)
+
+    def record_output_chunk(self, chunk: str) -> List[Finding]:
+        """The next piece of an assistant message being streamed (the whole message is one
+        step, taken at its first piece). Returns a critical ``chant`` finding at the chunk
+        where the answer is found repeating itself: cut the stream there. Call
+        :meth:`end_response` when the message is complete."""
+        step = self._answer_step
+        if step is None:
+            step = self._answer_step = self._next_step()
+            self._fresh_chant()
+        chant = self.chant
+        assert chant is not None
+        event = chant.feed(chunk)
+        self.doom_loop.record_output_chunk(chunk)
+        return [] if event is None else self._chant_findings(event, step)
+
+    def end_response(self) -> List[Finding]:
+        """The streamed message is complete (with no piece streamed, it was empty): the
+        session detector compares it with the answers before it."""
+        step = self._answer_step
+        if step is None:
+            step = self._next_step()
+            self._fresh_chant()
+        self._answer_step = None
+        self.doom_loop.end_response()
+        return self._session_findings([], step, None, None)
+
+    def before_tool_call(self, tool: str, params: Any, *, call_id: Optional[str] = None) -> ToolDecision:
+        """The agent is about to call ``tool``: the tool-loop detector's decision, with its
+        verdict as a finding (a critical one vetoes the call)."""
+        step = self.step
+        self.step = step + 1
+        run_id = self._run_id
+        # Keyword arguments cost the engine call a quarter more: pass only those given.
+        if run_id is None and call_id is None:
+            decision = self.tool_loop.before_tool_call(tool, params)
+        else:
+            decision = self.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=call_id)
+        verdict = decision.verdict
+        if verdict.level is None:
+            return ToolDecision(decision, [])
+        detector = verdict.detector or ""
+        action = "block" if decision.blocked else "retry_different"
+        finding = self._finding(
+            f"tool_loop.{detector}",
+            verdict.level,
+            "tool_loop",
+            action,
+            verdict.message or "",
+            step,
+            tool=tool,
+            evidence=_arguments(params),
+            count=verdict.count,
+            stretch=tool if detector in _PER_TOOL else None,
+        )
+        return ToolDecision(decision, [finding])
+
+    def after_tool_call(
+        self,
+        tool: str,
+        params: Any,
+        *,
+        result: Any = None,
+        error: Any = None,
+        call_id: Optional[str] = None,
+        success: Optional[bool] = None,
+    ) -> List[Finding]:
+        """The call returned ``result`` or failed with ``error``: recorded by the tool-loop
+        detector (and the post-compaction guard, when armed) and, as an action, by the
+        session detector. ``success`` defaults to ``error is None``; pass False for a result
+        that reports a failure (a nonzero exit status)."""
+        run_id = self._run_id
+        if error is None and run_id is None and call_id is None:
+            outcome = self.tool_loop.after_tool_call(tool, params, result=result)
+            self.doom_loop.record_action(tool, params, result, True if success is None else success)
+        else:
+            outcome = self.tool_loop.after_tool_call(
+                tool, params, result=result, error=error, run_id=run_id, tool_call_id=call_id
+            )
+            ok = error is None if success is None else success
+            self.doom_loop.record_action(tool, params, result if error is None else error, ok)
+        guard = outcome.guard
+        if guard is None or not guard.should_abort:
+            # The healthy path: nothing to build.
+            if not self.doom_loop.is_doom_loop():
+                return []
+            found: List[Finding] = []
+        else:
+            found = [self._guard_finding(guard, tool, params)]
+        return self._session_findings(found, self._call_step(), tool, params)
+
+    def _call_step(self) -> int:
+        # The step of the call being completed (its before_tool_call took it).
+        return self.step - 1 if self.step else 0
+
+    def _guard_finding(self, guard: GuardVerdict, tool: str, params: Any) -> Finding:
+        return self._finding(
+            "guard.compaction_loop",
+            CRITICAL,
+            "guard",
+            "abort",
+            guard.message or "",
+            self._call_step(),
+            tool=tool,
+            evidence=_arguments(params),
+            count=guard.count,
+            stretch=tool,
+        )
+
+    def mark_progress(self, marker: str) -> List[Finding]:
+        """Progress was made (a test passed, a file changed): the session detector's
+        no-progress rules start counting afresh."""
+        self.step += 1
+        self.doom_loop.mark_progress(marker)
+        return []
+
+    def record_compaction(self) -> List[Finding]:
+        """The context was compacted (summarised or cut): arms the post-compaction guard,
+        which stops the run if the agent goes on repeating what filled the context."""
+        self.step += 1
+        self.tool_loop.arm_post_compaction()
+        return []
+
+    # --- findings ----------------------------------------------------------------------------
+
+    def _next_step(self) -> int:
+        step = self.step
+        self.step = step + 1
+        return step
+
+    def _fresh_chant(self) -> ChantDetector:
+        chant = ChantDetector(**self.profile.chant.as_dict(), on_event=self.on_event, session_key=self.session_key)
+        self.chant = chant
+        self._answered = False
+        return chant
+
+    def _chant_findings(self, event: Optional[ChantEvent], step: int) -> List[Finding]:
+        if event is None:
+            return []
+        self._answered = True
+        # What repeats: one period of the window (a rotation of the repeated text).
+        window = event.window[: event.period or len(event.window)]
+        window = window if isinstance(window, str) else " ".join(map(str, window))
+        return [
+            self._finding(
+                "chant", CRITICAL, "chant", "stop_stream", event.message, step, evidence=shorten(window), count=event.count
+            )
+        ]
+
+    def _session_findings(self, found: List[Finding], step: int, tool: Optional[str], params: Any) -> List[Finding]:
+        doom_loop = self.doom_loop
+        if not doom_loop.is_doom_loop():
+            return found
+        event = doom_loop.get_loop_event()
+        if event is None:
+            return found
+        if event.metadata.get("rule") == "chant":
+            # The session detector's own scan of the answer: the chant detector's finding
+            # says it once already, or (a hash key that tracked another window) says it now.
+            if self._answered:
+                return found
+            self._answered = True
+            found.append(
+                self._finding(
+                    "chant", CRITICAL, "chant", "stop_stream", event.description, step, count=event.metadata["action_count"]
+                )
+            )
+            return found
+        found.append(
+            self._finding(
+                f"session.{event.loop_type.value}",
+                WARNING,
+                "session",
+                event.recovery_action.value,
+                event.description,
+                step,
+                tool=tool,
+                evidence=None if tool is None else _arguments(params),
+                count=event.metadata["action_count"],
+            )
+        )
+        return found
+
+    def _finding(
+        self,
+        code: str,
+        level: str,
+        detector: str,
+        action: str,
+        message: str,
+        step: int,
+        *,
+        tool: Optional[str] = None,
+        evidence: Optional[str] = None,
+        count: int = 0,
+        stretch: Optional[str] = None,
+    ) -> Finding:
+        key = (code, stretch)
+        stretches = self._stretches
+        span = stretches.get(key)
+        if span is None or step - span[1] > STRETCH_GAP:
+            if span is None and len(stretches) >= _EPISODES:
+                del stretches[next(iter(stretches))]
+            span = stretches[key] = [step, step]
+        else:
+            span[1] = step
+        return Finding(
+            code, level, detector, action, message, tool=tool, evidence=evidence, count=count, first_step=span[0], last_step=step
+        )
+
+    # --- snapshots ---------------------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        """The whole monitor as bytes (:meth:`from_bytes` restores it): the profile, the three
+        detectors' snapshots, the turn, the steps and the loop stretches. Raises
+        :class:`~doomloop.SnapshotError` while an answer is being streamed into the session
+        detector (finish it with :meth:`end_response` first)."""
+        if self._answer_step is not None:
+            raise SnapshotError("cannot snapshot a Monitor while an answer is being streamed: call end_response() first")
+        header = {
+            "profile": self.profile.to_dict(),
+            "step": self.step,
+            "turn": self.turn,
+            "answered": self._answered,
+            "stretches": [[code, stretch, first, last] for (code, stretch), (first, last) in self._stretches.items()],
+        }
+        parts = [json.dumps(header, separators=(",", ":")).encode(), self.tool_loop.to_bytes(), self.doom_loop.to_bytes()]
+        parts.append(b"" if self.chant is None else self.chant.to_bytes())
+        return _MAGIC + b"".join(_LENGTH.pack(len(part)) + part for part in parts)
+
+    @classmethod
+    def from_bytes(
+        cls,
+        data: bytes,
+        *,
+        session_key: Optional[str] = None,
+        on_event: Optional[EventCallback] = None,
+        clock: Optional[Callable[[], float]] = None,
+        tool_options: Optional[Mapping[str, Any]] = None,
+    ) -> Monitor:
+        """The monitor a :meth:`to_bytes` snapshot saved, answering every continuation as the
+        original would. The keyword options are the constructor's (a snapshot does not carry
+        callables). Raises :class:`~doomloop.SnapshotError` naming what is wrong."""
+        header, tool, session, chant = _unpack(data)
+        try:
+            profile = Profile.from_dict(header["profile"], source="the snapshot's profile")
+        except (KeyError, TypeError, ValueError) as error:
+            raise SnapshotError(f"corrupt Monitor snapshot: its profile cannot be read ({error})") from None
+        self = cls(profile, session_key=session_key, on_event=on_event, clock=clock, tool_options=tool_options)
+        self._restore_parts(header, tool, session, chant)
+        return self
+
+    def _reset(self) -> None:
+        """Start afresh, keeping the profile and options (the registries' afresh session)."""
+        Monitor.__init__(
+            self,
+            self.profile,
+            session_key=self.session_key,
+            on_event=self.on_event,
+            clock=self._clock,
+            tool_options=self._tool_options,
+        )
+
+    def _restore(self, data: bytes) -> None:
+        """Restore the state of a snapshot taken of a monitor with the same profile and
+        options, in place (the registries restore sessions from their store this way)."""
+        self._restore_parts(*_unpack(data))
+
+    def _restore_parts(self, header: Dict[str, Any], tool: bytes, session: bytes, chant: bytes) -> None:
+        try:
+            step, turn, answered = int(header["step"]), int(header["turn"]), bool(header["answered"])
+            stretches = {(str(code), stretch): [int(first), int(last)] for code, stretch, first, last in header["stretches"]}
+        except (KeyError, TypeError, ValueError) as error:
+            raise SnapshotError(f"corrupt Monitor snapshot: bad header ({error})") from None
+        options = {"on_event": self.on_event, "session_key": self.session_key}
+        tool_loop = ToolLoopDetector.from_bytes(tool, **self._tool_options, **options)
+        doom_loop = DoomLoopDetector.from_bytes(session, clock=self._clock, **options)
+        self.tool_loop, self.doom_loop = tool_loop, doom_loop
+        self.chant = ChantDetector.from_bytes(chant, **options) if chant else None
+        self.step, self.turn, self._answered, self._answer_step = step, turn, answered, None
+        self._run_id = None if turn == 0 else str(turn)
+        self._stretches = stretches
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_restored, (self.to_bytes(), self.session_key, self.on_event, self._clock, self._tool_options))
+
+    def __copy__(self) -> Monitor:
+        return _restored(self.to_bytes(), self.session_key, self.on_event, self._clock, self._tool_options)
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> Monitor:
+        return self.__copy__()
+
+    def __repr__(self) -> str:
+        key = "" if self.session_key is None else f"{self.session_key!r}, "
+        return f"Monitor({key}profile={self.profile.name!r}, step={self.step}, turn={self.turn})"
+
+
+def _recommended() -> Profile:
+    # Profiles are immutable: every monitor built without one shares the recommended one.
+    global _RECOMMENDED
+    if _RECOMMENDED is None:
+        _RECOMMENDED = Profile.recommended()
+    return _RECOMMENDED
+
+
+_RECOMMENDED: Optional[Profile] = None
+
+
+def _arguments(params: Any) -> Optional[str]:
+    # A finding's evidence: the call's arguments as compact JSON, shortened (built only when
+    # there is a finding).
+    if params is None:
+        return None
+    try:
+        text = json.dumps(params, sort_keys=True, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(params)
+    return shorten(text)
+
+
+def _restored(
+    data: bytes,
+    session_key: Optional[str],
+    on_event: Optional[EventCallback],
+    clock: Optional[Callable[[], float]],
+    tool_options: Mapping[str, Any],
+) -> Monitor:
+    # Module-level, so pickle can name it.
+    return Monitor.from_bytes(data, session_key=session_key, on_event=on_event, clock=clock, tool_options=tool_options)
+
+
+# A monitor's snapshot: a magic and version, then four parts, each its length (4 bytes,
+# little-endian) and its bytes: the JSON header, the tool-loop, session and chant detectors'
+# snapshots (the last empty before the first answer).
+_MAGIC = b"DLMON\x01"
+_LENGTH = struct.Struct("<I")
+
+
+def _unpack(data: Any) -> Tuple[Dict[str, Any], bytes, bytes, bytes]:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"a Monitor snapshot is bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if not data.startswith(_MAGIC):
+        raise SnapshotError("not a Monitor snapshot (bad magic or version)")
+    parts: List[bytes] = []
+    offset = len(_MAGIC)
+    for _ in range(4):
+        if len(data) - offset < _LENGTH.size:
+            raise SnapshotError("corrupt Monitor snapshot: truncated")
+        (length,) = _LENGTH.unpack_from(data, offset)
+        offset += _LENGTH.size
+        if length > len(data) - offset:
+            raise SnapshotError("corrupt Monitor snapshot: a part runs past its end")
+        parts.append(data[offset : offset + length])
+        offset += length
+    if offset != len(data):
+        raise SnapshotError("corrupt Monitor snapshot: trailing bytes")
+    try:
+        header = json.loads(parts[0])
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise SnapshotError(f"corrupt Monitor snapshot: bad header ({error})") from None
+    if not isinstance(header, dict):
+        raise SnapshotError("corrupt Monitor snapshot: bad header")
+    return header, parts[1], parts[2], parts[3]
