@@ -155,7 +155,7 @@ async def _aclose(iterator: AsyncIterator[Any], source: AsyncIterable[Any]) -> N
                 await result
 
 
-_MISSING = object()
+_MISSING: Any = object()
 
 
 def field(value: Any, name: str) -> Any:

@@ -9,7 +9,7 @@ Register it in the proxy's ``config.yaml`` (docs/litellm.md has the options)::
           mode: [pre_call, post_call]
           default_on: true
 
-Needs the ``litellm`` extra (``pip install "doomloop[litellm]"``). Importing this module
+Needs the ``litellm`` extra (``pip install ".[litellm]"`` from a clone). Importing this module
 imports litellm; ``import doomloop`` never does.
 """
 
@@ -106,7 +106,7 @@ def _exporter(port: Optional[int], addr: str) -> Any:
     return exporter
 
 
-class DoomLoopGuardrail(CustomGuardrail):
+class DoomLoopGuardrail(CustomGuardrail):  # type: ignore[misc]  # litellm is untyped to mypy here
     """A LiteLLM proxy guardrail that watches each conversation for loops (see docs/litellm.md).
 
     Options (``litellm_params`` keys of its config entry; LiteLLM passes them as keyword
@@ -177,7 +177,9 @@ class DoomLoopGuardrail(CustomGuardrail):
 
     # --- pre-call ------------------------------------------------------------------------------
 
-    async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: Any) -> Optional[dict]:
+    async def async_pre_call_hook(
+        self, user_api_key_dict: Any, cache: Any, data: Dict[str, Any], call_type: Any
+    ) -> Optional[Dict[str, Any]]:
         """Feed the conversation's new history to its monitor, then block, note or pass."""
         if not self.should_run_guardrail(data=data, event_type=GuardrailEventHooks.pre_call):
             return data
@@ -221,10 +223,10 @@ class DoomLoopGuardrail(CustomGuardrail):
             add_note(data, shape, note)
         return data
 
-    def _key(self, data: dict, user_api_key_dict: Any, items: Optional[List[Any]]) -> str:
+    def _key(self, data: Dict[str, Any], user_api_key_dict: Any, items: Optional[List[Any]]) -> str:
         return session_key(data, user_api_key_dict, items, self.session_key_function)
 
-    def _store_down(self, data: dict, key: Optional[str], error: StoreUnavailable) -> dict:
+    def _store_down(self, data: Dict[str, Any], key: Optional[str], error: StoreUnavailable) -> Dict[str, Any]:
         # Only under the store's "closed" policy: the session cannot be checked.
         _log.warning("session %r: the session store is unavailable (%s)", key, error, extra=log_extra(key))
         if self.doomloop_mode != "block":
@@ -242,7 +244,7 @@ class DoomLoopGuardrail(CustomGuardrail):
 
     # --- responses ------------------------------------------------------------------------------
 
-    async def async_post_call_success_hook(self, data: dict, user_api_key_dict: Any, response: Any) -> Any:
+    async def async_post_call_success_hook(self, data: Dict[str, Any], user_api_key_dict: Any, response: Any) -> Any:
         """Record a non-streamed answer in its conversation."""
         if not self.should_run_guardrail(data=data, event_type=GuardrailEventHooks.post_call):
             return response
@@ -250,7 +252,7 @@ class DoomLoopGuardrail(CustomGuardrail):
         return response
 
     async def async_post_call_streaming_iterator_hook(
-        self, user_api_key_dict: Any, response: Any, request_data: dict
+        self, user_api_key_dict: Any, response: Any, request_data: Dict[str, Any]
     ) -> AsyncGenerator[Any, None]:
         """Pass the stream through, watching every stream of text in it; cut it where the
         answer repeats itself (see :class:`LoopInStream`), and record the answer."""
@@ -286,7 +288,7 @@ class DoomLoopGuardrail(CustomGuardrail):
         if cut is not None and self.doomloop_mode == "block":
             raise cut
 
-    def _stream_detector(self, data: dict, user_api_key_dict: Any) -> Callable[[], ChantDetector]:
+    def _stream_detector(self, data: Dict[str, Any], user_api_key_dict: Any) -> Callable[[], ChantDetector]:
         options = self._chant_options
         key = None
         try:
@@ -295,7 +297,7 @@ class DoomLoopGuardrail(CustomGuardrail):
             _log.warning("the stream's session could not be named (%r)", error)
         return lambda: ChantDetector(**options, session_key=key)
 
-    async def _record(self, data: dict, user_api_key_dict: Any, text: Optional[str]) -> None:
+    async def _record(self, data: Dict[str, Any], user_api_key_dict: Any, text: Optional[str]) -> None:
         if not text:
             return
         key = None
@@ -309,7 +311,7 @@ class DoomLoopGuardrail(CustomGuardrail):
             self._log_findings(key, findings)
 
 
-def _history_of(data: dict) -> Optional[List[Any]]:
+def _history_of(data: Dict[str, Any]) -> Optional[List[Any]]:
     items = data.get("messages")
     if isinstance(items, list):
         return items

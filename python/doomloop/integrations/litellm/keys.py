@@ -59,8 +59,9 @@ def _headers(data: Dict[str, Any]) -> Dict[str, Any]:
         return headers
     for name in ("metadata", "litellm_metadata"):
         metadata = data.get(name)
-        if isinstance(metadata, dict) and isinstance(metadata.get("headers"), dict):
-            return metadata["headers"]
+        found = metadata.get("headers") if isinstance(metadata, dict) else None
+        if isinstance(found, dict):
+            return found
     return {}
 
 
