@@ -182,7 +182,7 @@ def test_warn_mode_never_blocks(proxies: Proxies) -> None:
 def test_metrics_are_served_on_the_proxys_metrics(proxies: Proxies) -> None:
     # After the warn-mode agent above: its loop events are counted in the proxy's own /metrics.
     list(agent(proxies.client("warn"), "task: loop (metrics)", WARN_AT + 2))
-    text = httpx.get(proxies.all["warn"].url.removesuffix("/v1") + "/metrics", timeout=30).text
+    text = httpx.get(proxies.all["warn"].url.removesuffix("/v1") + "/metrics", timeout=30, follow_redirects=True).text
     counted = re.findall(r'doomloop_loop_events_total\{[^}]*detector="generic_repeat"[^}]*level="warning"[^}]*\} (\d+)', text)
     assert counted and int(float(counted[0])) >= 2, text[:2000]
     assert re.search(r"^doomloop_sessions_live \d", text, flags=re.M)
