@@ -5,26 +5,30 @@ detector finds chanting, either raises :class:`ChantingDetected` (``on_chant="ra
 the default) or simply ends the iteration (``on_chant="stop"``; the event is then on
 ``detector.event``). The chunk that completed the chant is not passed on, and the wrapped
 iterator is closed (``close()`` / ``aclose()`` when it has one) so an HTTP stream stops
-generating. Guards for chat-completion streams read ``choices[0].delta.content`` from
-OpenAI-style chunks (objects or dicts); chunks without text content pass through unchecked.
+generating.
+
+:func:`guard_stream` and :func:`guard_stream_async` take text chunks. The guards for SDK
+chunk shapes live with their SDK's integration: :mod:`doomloop.integrations.openai`
+(chat-completion chunks, re-exported here as :func:`guard_chat_stream` and
+:func:`guard_chat_stream_async`, and Responses API events) and
+:mod:`doomloop.integrations.anthropic` (Messages stream events).
 """
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Literal, Optional, TypeVar
+from typing import AsyncIterable, AsyncIterator, Hashable, Iterable, Iterator, Literal, Optional, Tuple
 
 from ._core import TextGuard
 from .chant import ChantDetector, ChantingDetected
+from .integrations._streams import check_on_chant, guard_async
+from .integrations.openai import guard_chat_stream as guard_chat_stream, guard_chat_stream_async as guard_chat_stream_async
 
 __all__ = ["guard_chat_stream", "guard_chat_stream_async", "guard_stream", "guard_stream_async"]
 
 OnChant = Literal["raise", "stop"]
-T = TypeVar("T")
 
 
-def _checked(detector: Optional[ChantDetector], on_chant: str) -> ChantDetector:
-    if on_chant not in ("raise", "stop"):
-        raise ValueError(f"on_chant must be 'raise' or 'stop', got {on_chant!r}")
+def _checked(detector: Optional[ChantDetector]) -> ChantDetector:
     if detector is None:
         return ChantDetector()
     if not isinstance(detector, ChantDetector):
@@ -32,61 +36,9 @@ def _checked(detector: Optional[ChantDetector], on_chant: str) -> ChantDetector:
     return detector
 
 
-def _field(value: Any, name: str) -> Any:
-    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
-
-
-def chat_content(chunk: Any) -> Optional[str]:
-    """The text of an OpenAI-style chat-completion chunk (``choices[0].delta.content``), or
-    None when it carries none (role-only deltas, tool calls, usage chunks)."""
-    choices = _field(chunk, "choices")
-    if not choices:
-        return None
-    delta = _field(choices[0], "delta")
-    content = None if delta is None else _field(delta, "content")
-    return content if isinstance(content, str) else None
-
-
-def _guard_chat(chunks: Iterable[T], detector: ChantDetector, raise_: bool) -> Iterator[T]:
-    feed = detector.feed
-    iterator = iter(chunks)
-    for chunk in iterator:
-        piece = chat_content(chunk)
-        if piece is not None and feed(piece) is not None:
-            _stop(iterator, detector, raise_)
-            return
-        yield chunk
-
-
-def _stop(iterator: Iterator[Any], detector: ChantDetector, raise_: bool) -> None:
-    close = getattr(iterator, "close", None)
-    if close is not None:
-        close()
-    if raise_ and detector.event is not None:
-        raise ChantingDetected(detector.event)
-
-
-async def _guard_async(
-    chunks: AsyncIterable[T], text: Callable[[T], Optional[str]], detector: ChantDetector, raise_: bool
-) -> AsyncIterator[T]:
-    feed = detector.feed
-    iterator = chunks.__aiter__()
-    async for chunk in iterator:
-        piece = text(chunk)
-        if piece is not None and feed(piece) is not None:
-            # Stop the producer (an HTTP stream stops generating) before reporting.
-            aclose = getattr(iterator, "aclose", None)
-            if aclose is not None:
-                await aclose()
-            if raise_ and detector.event is not None:
-                raise ChantingDetected(detector.event)
-            return
-        yield chunk
-
-
-def _text(chunk: Any) -> Any:
-    # Async text streams pass every chunk to `feed`, which rejects non-str with TypeError.
-    return chunk
+def _text(chunk: str) -> Tuple[Tuple[Hashable, str], ...]:
+    # One stream; `feed` rejects a chunk that is not a str with TypeError.
+    return ((None, chunk),)
 
 
 def guard_stream(
@@ -95,30 +47,16 @@ def guard_stream(
     """Yield text chunks unchanged until ``detector`` (default: a new
     :class:`ChantDetector`) finds chanting; then raise or stop as ``on_chant`` says.
     A chunk that is not a str raises TypeError."""
-    checked = _checked(detector, on_chant)
+    raise_ = check_on_chant(on_chant)
+    checked = _checked(detector)
     # The hot path is a Rust iterator: no Python frame per chunk.
-    return TextGuard(chunks, checked, ChantingDetected if on_chant == "raise" else None)
+    return TextGuard(chunks, checked, ChantingDetected if raise_ else None)
 
 
 def guard_stream_async(
     chunks: AsyncIterable[str], detector: Optional[ChantDetector] = None, *, on_chant: OnChant = "raise"
 ) -> AsyncIterator[str]:
     """:func:`guard_stream` for an async iterator of text chunks."""
-    checked = _checked(detector, on_chant)
-    return _guard_async(chunks, _text, checked, on_chant == "raise")
-
-
-def guard_chat_stream(
-    chunks: Iterable[T], detector: Optional[ChantDetector] = None, *, on_chant: OnChant = "raise"
-) -> Iterator[T]:
-    """Yield chat-completion chunks unchanged, checking their ``choices[0].delta.content``."""
-    checked = _checked(detector, on_chant)
-    return _guard_chat(chunks, checked, on_chant == "raise")
-
-
-def guard_chat_stream_async(
-    chunks: AsyncIterable[T], detector: Optional[ChantDetector] = None, *, on_chant: OnChant = "raise"
-) -> AsyncIterator[T]:
-    """:func:`guard_chat_stream` for an async iterator of chat-completion chunks."""
-    checked = _checked(detector, on_chant)
-    return _guard_async(chunks, chat_content, checked, on_chant == "raise")
+    raise_ = check_on_chant(on_chant)
+    checked = _checked(detector)
+    return guard_async(chunks, _text, lambda: checked, raise_)

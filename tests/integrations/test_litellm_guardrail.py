@@ -1,0 +1,278 @@
+"""DoomLoopGuardrail's hooks called as the LiteLLM proxy calls them, with the request bodies of
+each endpoint: what is fed once, compactions and turns, blocks and notes, modes, session keys
+and tenants, bad input, the stream hook, and the conversation blobs a shared store keeps."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+from typing import Any, AsyncIterator, Dict, List
+
+import pytest
+
+from litellm_proxy import require_litellm
+
+require_litellm()
+
+from fastapi import HTTPException  # noqa: E402 - after the check that litellm is installed
+from litellm.proxy._types import UserAPIKeyAuth  # noqa: E402
+
+from doomloop.integrations.litellm import DoomLoopGuardrail, LoopInStream  # noqa: E402
+from doomloop.integrations.litellm.conversation import Conversation  # noqa: E402
+from doomloop.integrations.litellm.keys import session_key  # noqa: E402
+from doomloop.profile import Profile  # noqa: E402
+from doomloop.traces import openai_chat  # noqa: E402
+
+KEY = UserAPIKeyAuth(api_key="hashed-key-1")
+ARGS = '{"path": "notes/a.txt"}'
+
+
+def guardrail(**options: Any) -> DoomLoopGuardrail:
+    return DoomLoopGuardrail(
+        guardrail_name="doomloop", event_hook=["pre_call", "post_call"], default_on=True, metrics=False, **options
+    )
+
+
+def pre(g: DoomLoopGuardrail, data: Dict[str, Any], call_type: str = "acompletion", key: Any = KEY) -> Any:
+    return asyncio.run(g.async_pre_call_hook(key, None, data, call_type))
+
+
+def chat_history(calls: int, *, task: str = "fix the bug") -> List[Dict[str, Any]]:
+    messages: List[Dict[str, Any]] = [{"role": "system", "content": "agent"}, {"role": "user", "content": task}]
+    for n in range(calls):
+        call = {"id": f"call_{n}", "type": "function", "function": {"name": "read_file", "arguments": ARGS}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{n}", "content": "line 1: TODO"})
+    return messages
+
+
+# OpenClaw's critical threshold (the recommended profile's): after 20 identical calls with
+# identical outcomes, the next one is refused.
+CRITICAL_AT = 20
+
+
+def drive(g: DoomLoopGuardrail, make: Any, call_type: str, turns: int = 25) -> int:
+    """Send histories of 1, 2, ... calls; the number of calls of the first refused."""
+    for calls in range(1, turns + 1):
+        try:
+            pre(g, make(calls), call_type)
+        except HTTPException as error:
+            assert error.status_code == 400
+            detail = error.detail["error"]  # type: ignore[index]
+            assert detail["code"] == "doomloop.tool_loop.generic_repeat" and detail["detector"] == "tool_loop"
+            assert detail["message"] and detail["tool"] == "read_file"
+            return calls
+    raise AssertionError("never blocked")
+
+
+def test_chat_history_is_blocked_at_the_critical_threshold() -> None:
+    assert drive(guardrail(), lambda n: {"model": "m", "messages": chat_history(n)}, "acompletion") == CRITICAL_AT + 1
+
+
+def test_responses_input_items_are_read() -> None:
+    def body(calls: int) -> Dict[str, Any]:
+        items: List[Dict[str, Any]] = [{"role": "user", "content": "fix the bug"}]
+        for n in range(calls):
+            items.append({"type": "function_call", "call_id": f"fc_{n}", "name": "read_file", "arguments": ARGS})
+            items.append({"type": "function_call_output", "call_id": f"fc_{n}", "output": "line 1: TODO"})
+        return {"model": "m", "input": items}
+
+    assert drive(guardrail(), body, "aresponses") == CRITICAL_AT + 1
+
+
+def test_anthropic_messages_are_read() -> None:
+    def body(calls: int) -> Dict[str, Any]:
+        messages: List[Dict[str, Any]] = [{"role": "user", "content": "fix the bug"}]
+        for n in range(calls):
+            use = {"type": "tool_use", "id": f"toolu_{n}", "name": "read_file", "input": json.loads(ARGS)}
+            messages.append({"role": "assistant", "content": [use]})
+            messages.append(
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "line 1: TODO"}]}
+            )
+        return {"model": "m", "max_tokens": 100, "system": "agent", "messages": messages}
+
+    assert drive(guardrail(), body, "anthropic_messages") == CRITICAL_AT + 1
+
+
+def test_a_resent_history_is_fed_once() -> None:
+    conversation = Conversation.new(Profile.recommended())
+    history = chat_history(5)
+    conversation.observe(history, openai_chat.steps)
+    steps = conversation.monitor.step
+    for _ in range(3):
+        observed = conversation.observe(copy.deepcopy(history), openai_chat.steps)
+        assert observed.findings == [] and not observed.compacted
+    assert conversation.monitor.step == steps
+    conversation.observe(chat_history(6), openai_chat.steps)
+    assert conversation.monitor.step == steps + 1  # the one new call
+
+
+def test_a_shrunk_history_is_a_compaction_and_old_calls_are_not_fed_again() -> None:
+    conversation = Conversation.new(Profile.recommended())
+    conversation.observe(chat_history(8), openai_chat.steps)
+    compacted = [{"role": "system", "content": "agent"}, {"role": "user", "content": "Summary: read notes/a.txt 8 times."}]
+    compacted += chat_history(8)[-2:]
+    steps = conversation.monitor.step
+    observed = conversation.observe(compacted, openai_chat.steps)
+    assert observed.compacted
+    # Only the compaction itself is a step: call_7 was recorded before, the summary is no turn.
+    assert conversation.monitor.step == steps + 1 and conversation.monitor.turn == 1
+
+
+def test_a_new_user_message_is_a_new_turn() -> None:
+    conversation = Conversation.new(Profile.recommended())
+    history = chat_history(3)
+    conversation.observe(history, openai_chat.steps)
+    assert conversation.monitor.turn == 1
+    conversation.observe(history + [{"role": "user", "content": "try again"}], openai_chat.steps)
+    assert conversation.monitor.turn == 2
+
+
+def test_warnings_add_a_note_without_changing_the_clients_list() -> None:
+    g = guardrail()
+    for calls in range(1, 12):
+        data = {"model": "m", "messages": chat_history(calls)}
+        sent = data["messages"]
+        out = pre(g, data)
+    assert sent == chat_history(11)  # the client's own list is left alone
+    note = out["messages"][-1]
+    assert note["role"] == "system" and "[doomloop]" in note["content"] and ARGS in note["content"]
+
+
+@pytest.mark.parametrize("mode", ["warn", "observe"])
+def test_modes_that_never_block(mode: str) -> None:
+    g = guardrail(doomloop_mode=mode)
+    for calls in range(1, 25):
+        out = pre(g, {"model": "m", "messages": chat_history(calls)})
+    noted = out["messages"][-1]["role"] == "system"
+    assert noted == (mode == "warn")
+
+
+def test_bad_options() -> None:
+    from doomloop import ConfigError
+
+    with pytest.raises(ConfigError, match="doomloop_mode"):
+        guardrail(doomloop_mode="loud")
+    with pytest.raises(ConfigError, match="session_key"):
+        guardrail(session_key="no_such_module_here.name")
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        "not a list",
+        [
+            {"role": "wizard", "content": "?"},
+            42,
+            {"role": "assistant", "tool_calls": [{"function": {"name": "x", "arguments": "{not json"}}]},
+        ],
+        [{"role": "tool", "content": "a result with no call"}],
+    ],
+)
+def test_malformed_messages_are_forwarded_unchanged(messages: Any, caplog: pytest.LogCaptureFixture) -> None:
+    data = {"model": "m", "messages": messages}
+    before = copy.deepcopy(data)
+    with caplog.at_level(logging.WARNING, logger="doomloop"):
+        out = pre(guardrail(), data)
+    assert out == before
+    assert any("forwarded" in record.getMessage() for record in caplog.records)
+
+
+def test_session_key_order_and_tenants() -> None:
+    base = {"messages": [{"role": "user", "content": "hi"}]}
+    team = UserAPIKeyAuth(api_key="k", team_id="team-a")
+    other = UserAPIKeyAuth(api_key="k2", team_id="team-b")
+    full = {
+        **base,
+        "litellm_session_id": "L",
+        "metadata": {"session_id": "M"},
+        "proxy_server_request": {"headers": {"x-doomloop-session": "H"}},
+        "user": "U",
+    }
+    names = []
+    for drop in (None, "litellm_session_id", "metadata", "proxy_server_request", "user"):
+        if drop is not None:
+            full.pop(drop)
+        names.append(session_key(full, team, full["messages"], None))
+    assert names[:4] == ["team:team-a/litellm:L", "team:team-a/session:M", "team:team-a/header:H", "team:team-a/user:U"]
+    assert names[4].startswith("team:team-a/digest:")
+    # The digest is of the first messages: the same as the conversation grows.
+    longer = base["messages"] + [{"role": "assistant", "content": "hello"}]
+    assert session_key({"messages": longer[:2]}, team, longer[:2], None) == session_key(
+        {"messages": longer[:2] + [{"role": "user", "content": "more"}]},
+        team,
+        longer[:2] + [{"role": "user", "content": "more"}],
+        None,
+    )
+    # One session name in two tenants: two sessions.
+    assert session_key({"user": "U"}, team, [], None) != session_key({"user": "U"}, other, [], None)
+    assert session_key({"user": "U"}, UserAPIKeyAuth(api_key="k3"), [], None).startswith("key:")
+    assert session_key({"user": "U"}, team, [], lambda data, key: "mine") == "team:team-a/custom:mine"
+
+
+def test_tenants_never_share_a_session() -> None:
+    g = guardrail()
+    first, second = UserAPIKeyAuth(api_key="a", team_id="t1"), UserAPIKeyAuth(api_key="b", team_id="t2")
+    # Each tenant's agent is refused at its own 21st call, not at the 11th (the sum).
+    for calls in range(1, CRITICAL_AT + 1):
+        for key in (first, second):
+            pre(g, {"model": "m", "user": "same-name", "messages": chat_history(calls)}, key=key)
+    for key in (first, second):
+        with pytest.raises(HTTPException):
+            pre(g, {"model": "m", "user": "same-name", "messages": chat_history(CRITICAL_AT + 1)}, key=key)
+
+
+def chat_chunk(text: str) -> Dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": {"content": text}}]}
+
+
+async def chunks(items: List[Any]) -> AsyncIterator[Any]:
+    for item in items:
+        yield item
+
+
+def stream_through(g: DoomLoopGuardrail, items: List[Any], data: Dict[str, Any]) -> List[Any]:
+    async def consume() -> List[Any]:
+        out = []
+        async for chunk in g.async_post_call_streaming_iterator_hook(KEY, chunks(items), data):
+            out.append(chunk)
+        return out
+
+    return asyncio.run(consume())
+
+
+def test_stream_hook_passes_healthy_chunks_and_cuts_a_chant() -> None:
+    g = guardrail()
+    data = {"model": "m", "messages": [{"role": "user", "content": "write"}]}
+    healthy = [chat_chunk(f"Sentence {i} is new. ") for i in range(40)]
+    out = stream_through(g, healthy, data)
+    assert out == healthy and all(a is b for a, b in zip(out, healthy, strict=True))
+    chant = [chat_chunk("again and again, ")] * 100
+    with pytest.raises(LoopInStream) as caught:
+        stream_through(g, healthy + chant, data)
+    assert caught.value.finding.code == "chant" and caught.value.status_code == 400
+    # The answer streamed so far was recorded, and is not recorded again when it comes back.
+    conversation = g.sessions._get(session_key(data, KEY, data["messages"], None))
+    assert conversation.answer is not None and conversation.answer.startswith("Sentence 0 is new. ")
+
+
+def test_conversation_blob_round_trip() -> None:
+    conversation = Conversation.new(Profile.recommended())
+    conversation.observe(chat_history(12), openai_chat.steps)
+    conversation.record_answer("done")
+    again = Conversation.from_bytes(conversation.to_bytes())
+    assert (again.count, again.last, again.calls, again.user, again.answer) == (
+        conversation.count,
+        conversation.last,
+        conversation.calls,
+        conversation.user,
+        conversation.answer,
+    )
+    assert (
+        again.observe(chat_history(13), openai_chat.steps).findings
+        == conversation.observe(chat_history(13), openai_chat.steps).findings
+    )
+    with pytest.raises(ValueError, match="not a doomloop conversation"):
+        Conversation.from_bytes(b"garbage")
