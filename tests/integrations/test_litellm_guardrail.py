@@ -22,6 +22,7 @@ from litellm.proxy._types import UserAPIKeyAuth  # noqa: E402
 from doomloop.integrations.litellm import DoomLoopGuardrail, LoopInStream  # noqa: E402
 from doomloop.integrations.litellm.conversation import Conversation  # noqa: E402
 from doomloop.integrations.litellm.keys import session_key  # noqa: E402
+from doomloop import Monitor, SnapshotError  # noqa: E402
 from doomloop.profile import Profile  # noqa: E402
 from doomloop.traces import openai_chat  # noqa: E402
 
@@ -97,37 +98,37 @@ def test_anthropic_messages_are_read() -> None:
 
 
 def test_a_resent_history_is_fed_once() -> None:
-    conversation = Conversation.new(Profile.recommended())
+    conversation = Conversation(Profile.recommended())
     history = chat_history(5)
     conversation.observe(history, openai_chat.steps)
-    steps = conversation.monitor.step
+    steps = conversation.step
     for _ in range(3):
         observed = conversation.observe(copy.deepcopy(history), openai_chat.steps)
         assert observed.findings == [] and not observed.compacted
-    assert conversation.monitor.step == steps
+    assert conversation.step == steps
     conversation.observe(chat_history(6), openai_chat.steps)
-    assert conversation.monitor.step == steps + 1  # the one new call
+    assert conversation.step == steps + 1  # the one new call
 
 
 def test_a_shrunk_history_is_a_compaction_and_old_calls_are_not_fed_again() -> None:
-    conversation = Conversation.new(Profile.recommended())
+    conversation = Conversation(Profile.recommended())
     conversation.observe(chat_history(8), openai_chat.steps)
     compacted = [{"role": "system", "content": "agent"}, {"role": "user", "content": "Summary: read notes/a.txt 8 times."}]
     compacted += chat_history(8)[-2:]
-    steps = conversation.monitor.step
+    steps = conversation.step
     observed = conversation.observe(compacted, openai_chat.steps)
     assert observed.compacted
     # Only the compaction itself is a step: call_7 was recorded before, the summary is no turn.
-    assert conversation.monitor.step == steps + 1 and conversation.monitor.turn == 1
+    assert conversation.step == steps + 1 and conversation.turn == 1
 
 
 def test_a_new_user_message_is_a_new_turn() -> None:
-    conversation = Conversation.new(Profile.recommended())
+    conversation = Conversation(Profile.recommended())
     history = chat_history(3)
     conversation.observe(history, openai_chat.steps)
-    assert conversation.monitor.turn == 1
+    assert conversation.turn == 1
     conversation.observe(history + [{"role": "user", "content": "try again"}], openai_chat.steps)
-    assert conversation.monitor.turn == 2
+    assert conversation.turn == 2
 
 
 def test_warnings_add_a_note_without_changing_the_clients_list() -> None:
@@ -254,12 +255,13 @@ def test_stream_hook_passes_healthy_chunks_and_cuts_a_chant() -> None:
         stream_through(g, healthy + chant, data)
     assert caught.value.finding.code == "chant" and caught.value.status_code == 400
     # The answer streamed so far was recorded, and is not recorded again when it comes back.
-    conversation = g.sessions._get(session_key(data, KEY, data["messages"], None))
+    conversation = g.sessions._registry.get(session_key(data, KEY, data["messages"], None))
+    assert isinstance(conversation, Conversation)
     assert conversation.answer is not None and conversation.answer.startswith("Sentence 0 is new. ")
 
 
 def test_conversation_blob_round_trip() -> None:
-    conversation = Conversation.new(Profile.recommended())
+    conversation = Conversation(Profile.recommended())
     conversation.observe(chat_history(12), openai_chat.steps)
     conversation.record_answer("done")
     again = Conversation.from_bytes(conversation.to_bytes())
@@ -274,5 +276,11 @@ def test_conversation_blob_round_trip() -> None:
         again.observe(chat_history(13), openai_chat.steps).findings
         == conversation.observe(chat_history(13), openai_chat.steps).findings
     )
-    with pytest.raises(ValueError, match="not a doomloop conversation"):
+    assert isinstance(again, Conversation)
+    with pytest.raises(SnapshotError, match="not a Monitor snapshot"):
         Conversation.from_bytes(b"garbage")
+    # A blob whose cursor cannot be read is a SnapshotError naming it (the registry then
+    # starts the conversation afresh, with a logged warning).
+    plain = Monitor(Profile.recommended()).to_bytes()
+    with pytest.raises(SnapshotError, match="corrupt Conversation snapshot: bad state"):
+        Conversation.from_bytes(plain)

@@ -28,15 +28,16 @@ from ...chant import ChantDetector
 from ...errors import ConfigError, StoreUnavailable
 from ...events import log_extra
 from ...findings import CRITICAL, Finding, shorten
+from ...gateway import AsyncRedisStore, AsyncSessionRegistry
+from ...monitor import Monitor
 from ...profile import Profile
 from ...traces import TraceFormatError
 from .._streams import Streams, field
 from ..anthropic import message_pieces
 from ..openai import chat_pieces, responses_pieces
-from .conversation import Observed
+from .conversation import Conversation, Observed
 from .keys import SessionKeyFunction, session_key
 from .requests import add_note, answer_text, history, reader, shape_of
-from .sessions import LocalSessions, SharedSessions
 
 __all__ = ["MODES", "DoomLoopGuardrail", "LoopInStream"]
 
@@ -88,6 +89,12 @@ def _profile(value: Any) -> Profile:
 
 
 _EXPORTERS: Dict[Any, Any] = {}
+
+
+def _conversation(monitor: Monitor) -> Conversation:
+    # The registry was built with monitor_class=Conversation: every session is one.
+    assert isinstance(monitor, Conversation)
+    return monitor
 
 
 def _exporter(port: Optional[int], addr: str) -> Any:
@@ -158,19 +165,22 @@ class DoomLoopGuardrail(CustomGuardrail):  # type: ignore[misc]  # litellm is un
         self.exporter = None
         if metrics or (metrics is None and importlib.util.find_spec("prometheus_client") is not None) or metrics_port is not None:
             self.exporter = _exporter(None if metrics_port is None else int(metrics_port), metrics_addr)
-        options: Dict[str, Any] = {} if self.exporter is None else {"on_event": self.exporter.on_event}
-        self.sessions: Any
+        store = None
         if redis_url:
-            from ...gateway import AsyncRedisStore
-
             store = AsyncRedisStore(redis_url, prefix=redis_prefix, on_error=redis_on_error, timeout=float(redis_timeout))  # type: ignore[arg-type]
-            self.sessions = SharedSessions(self.profile, store, ttl=float(session_ttl), monitor_options=options)
-        else:
-            self.sessions = LocalSessions(
-                self.profile, max_sessions=int(max_sessions), ttl=float(session_ttl), monitor_options=options
-            )
-            if self.exporter is not None:
-                self.exporter.watch(self.sessions)
+        # The conversations: a gateway registry of Conversation monitors, in this process or,
+        # with a Redis URL, shared by every proxy replica (one update of a conversation's blob
+        # per request; an outage follows the store's on_error policy).
+        self.sessions = AsyncSessionRegistry(
+            self.profile,
+            store=store,
+            ttl=float(session_ttl),
+            max_sessions=int(max_sessions),
+            on_event=None if self.exporter is None else self.exporter.on_event,
+            monitor_class=Conversation,
+        )
+        if self.exporter is not None and store is None:
+            self.exporter.watch(self.sessions)
         self._chant_options = dict(self.profile.chant.as_dict())
         if self.exporter is not None:
             self._chant_options["on_event"] = self.exporter.on_event
@@ -195,7 +205,7 @@ class DoomLoopGuardrail(CustomGuardrail):  # type: ignore[misc]  # litellm is un
                 return data
             problems: List[TraceFormatError] = []
             read = reader(shape, problems)
-            observed: Observed = await self.sessions.run(key, lambda conversation: conversation.observe(items, read))
+            observed: Observed = await self.sessions.apply(key, lambda conversation: _conversation(conversation).observe(items, read))
         except StoreUnavailable as error:
             return self._store_down(data, key, error)
         except Exception as error:  # noqa: BLE001 - a guardrail bug must not fail the request
@@ -303,7 +313,7 @@ class DoomLoopGuardrail(CustomGuardrail):  # type: ignore[misc]  # litellm is un
         key = None
         try:
             key = self._key(data, user_api_key_dict, _history_of(data))
-            findings = await self.sessions.run(key, lambda conversation: conversation.record_answer(text))
+            findings = await self.sessions.apply(key, lambda conversation: _conversation(conversation).record_answer(text))
         except Exception as error:  # noqa: BLE001 - recording never fails a response already made
             _log.warning("session %r: the answer could not be recorded (%r)", key, error, extra=log_extra(key))
             return

@@ -1,5 +1,6 @@
-"""One proxied conversation: its :class:`~doomloop.monitor.Monitor`, and how much of the
-history the client re-sends on every request the monitor has already seen.
+"""One proxied conversation: a :class:`~doomloop.Monitor` that also keeps how much of the
+history the client re-sends on every request it has already seen (a gateway registry keeps
+it, ``SessionRegistry(monitor_class=Conversation)``, and its snapshot carries the cursor).
 
 A client re-sends the whole history on every request. :meth:`Conversation.observe` feeds the
 monitor only what is new: the items past the ones it read last time, when the history still
@@ -14,12 +15,10 @@ benchmarks drive it with request bodies.
 from __future__ import annotations
 
 import json
-import struct
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
 from ...findings import Finding
 from ...monitor import Monitor
-from ...profile import Profile
 from ...traces import Step
 
 __all__ = ["MAX_CALL_IDS", "Conversation", "Observed"]
@@ -31,8 +30,6 @@ this many calls that comes back after a compaction is recorded again."""
 Steps = Callable[[List[Any]], List[Step]]
 """Reads a slice of a request's history into :class:`~doomloop.traces.Step` records."""
 
-_MAGIC = b"DLC1"
-_LENGTH = struct.Struct("<I")
 
 
 class Observed:
@@ -62,13 +59,14 @@ def mark(item: Any) -> str:
     return f"{item.get('role') or item.get('type')}|{name}|{ids}|{len(text)}|{text[:48]}|{text[-48:]}"
 
 
-class Conversation:
-    """A monitor and the cursor of what of the history it has read (see the module)."""
+class Conversation(Monitor):
+    """A monitor with the cursor of what of the history it has read (see the module); its
+    constructor is :class:`~doomloop.Monitor`'s."""
 
-    __slots__ = ("monitor", "count", "last", "calls", "user", "answer")
+    __slots__ = ("count", "last", "calls", "user", "answer")
 
-    def __init__(self, monitor: Monitor) -> None:
-        self.monitor = monitor
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.count = 0
         """Items of the history read so far."""
         self.last = ""
@@ -89,7 +87,7 @@ class Conversation:
         at_cursor = mark(items[count - 1]) if 0 < count <= size else None
         if count and at_cursor != self.last:
             observed.compacted = True
-            observed.findings += self.monitor.record_compaction()
+            observed.findings += self.record_compaction()
             self._feed(read(items), observed, replayed=True)
         elif size > count:
             observed.new_items = size - count
@@ -102,7 +100,7 @@ class Conversation:
         return observed
 
     def _feed(self, steps: List[Step], observed: Observed, replayed: bool) -> None:
-        monitor = self.monitor
+        monitor = self
         found = observed.findings
         last = len(steps) - 1
         for position, step in enumerate(steps):
@@ -129,10 +127,10 @@ class Conversation:
             # The response recorded it already (the post-call hooks).
             self.answer = None
         elif not replayed:
-            found += self.monitor.record_response(text)
+            found += self.record_response(text)
 
     def _tool(self, step: Step, observed: Observed) -> None:
-        monitor = self.monitor
+        monitor = self
         found = observed.findings
         call_id = step.call_id
         has_result = step.result_text is not None or step.error is not None
@@ -167,40 +165,17 @@ class Conversation:
         """The response's answer (its text): recorded now, and not again when the client
         sends it back in the history."""
         self.answer = text
-        return self.monitor.record_response(text)
+        return self.record_response(text)
 
-    # --- snapshots (for a shared store) --------------------------------------------------------
+    # --- snapshots (for a shared store): the cursor rides in the monitor's ----------------------
 
-    def to_bytes(self) -> bytes:
-        header = json.dumps(
-            {"count": self.count, "last": self.last, "calls": list(self.calls.items()), "user": self.user, "answer": self.answer},
-            separators=(",", ":"),
-        ).encode()
-        return _MAGIC + _LENGTH.pack(len(header)) + header + self.monitor.to_bytes()
+    def _extra_state(self) -> Any:
+        return {"count": self.count, "last": self.last, "calls": list(self.calls.items()), "user": self.user, "answer": self.answer}
 
-    @classmethod
-    def from_bytes(cls, data: bytes, **monitor_options: Any) -> Conversation:
-        """The conversation a :meth:`to_bytes` blob saved; ``monitor_options`` are
-        :meth:`Monitor.from_bytes`'s. Raises :class:`~doomloop.SnapshotError` or ValueError
-        on a damaged blob."""
-        header, rest = _split(data)
-        conversation = cls(Monitor.from_bytes(rest, **monitor_options))
-        conversation.count = int(header["count"])
-        conversation.last = str(header["last"])
-        conversation.calls = {str(call_id): bool(done) for call_id, done in header["calls"]}
-        conversation.user = str(header["user"])
-        answer = header["answer"]
-        conversation.answer = None if answer is None else str(answer)
-        return conversation
-
-    @classmethod
-    def new(cls, profile: Profile, **monitor_options: Any) -> Conversation:
-        return cls(Monitor(profile, **monitor_options))
-
-
-def _split(data: bytes) -> Tuple[Dict[str, Any], bytes]:
-    if data[:4] != _MAGIC or len(data) < 8:
-        raise ValueError("not a doomloop conversation blob")
-    (length,) = _LENGTH.unpack_from(data, 4)
-    header = json.loads(data[8 : 8 + length])
-    return header, data[8 + length :]
+    def _restore_extra(self, extra: Any) -> None:
+        self.count = int(extra["count"])
+        self.last = str(extra["last"])
+        self.calls = {str(call_id): bool(done) for call_id, done in extra["calls"]}
+        self.user = str(extra["user"])
+        answer = extra["answer"]
+        self.answer = None if answer is None else str(answer)
