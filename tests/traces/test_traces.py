@@ -212,3 +212,11 @@ def test_arguments_that_are_not_an_object_are_replayed() -> None:
 def test_a_run_without_calls_has_no_findings() -> None:
     assert list(replay(Run(None, None, ()), parity())) == []
     assert not first_findings(Run(None, None, ()), parity()).flagged
+
+
+def test_steps_that_are_not_tool_calls_are_not_replayed_as_calls() -> None:
+    user = Step(None, None, None, None, None, None, False, kind="user", text="cat setup.py")
+    run = commands(*(["cat setup.py"] * 3))
+    mixed = Run(None, None, tuple(step for call in run.steps for step in (user, call)))
+    assert [finding.step for finding in replay(mixed, parity())] == [5]  # the third call, at index 5
+    assert [finding.step for finding in replay(run, parity())] == [2]

@@ -111,6 +111,10 @@ def first_findings(run: Run, detectors: Detectors) -> FirstFindings:
 
 
 def _replay_step(index: int, step: Step, detectors: Detectors) -> Iterator[Finding]:
+    tool = step.tool
+    if tool is None:
+        # A user turn, an answer or a compaction: this replay feeds the tool calls only.
+        return
     session, tool_loop, chant = detectors
     if step.thought:
         session.record_response(step.thought)
@@ -125,20 +129,20 @@ def _replay_step(index: int, step: Step, detectors: Detectors) -> Iterator[Findi
         yield Finding("session", CRITICAL, index, False, before_call.loop_type.value, before_call.description)
 
     params = _params(step.arguments)
-    decision = tool_loop.before_tool_call(step.tool, params, tool_call_id=step.call_id)
+    decision = tool_loop.before_tool_call(tool, params, tool_call_id=step.call_id)
     verdict = decision.verdict
     if verdict.level is not None:
         yield Finding("tool_loop", verdict.level, index, False, verdict.detector or "", verdict.message or "")
     if decision.blocked:
-        tool_loop.after_tool_call(step.tool, params, result=decision.blocked_result, tool_call_id=step.call_id)
+        tool_loop.after_tool_call(tool, params, result=decision.blocked_result, tool_call_id=step.call_id)
     elif step.is_error and step.returncode is None:
         # The tool could not run at all: that is an error, which the detector keeps apart
         # from results (and reads for an unknown tool's name).
-        tool_loop.after_tool_call(step.tool, params, error=step.result_text, tool_call_id=step.call_id)
+        tool_loop.after_tool_call(tool, params, error=step.result_text, tool_call_id=step.call_id)
     else:
-        tool_loop.after_tool_call(step.tool, params, result=step.result_text, tool_call_id=step.call_id)
+        tool_loop.after_tool_call(tool, params, result=step.result_text, tool_call_id=step.call_id)
 
-    session.record_action(step.tool, step.arguments, step.result_text, success=not step.is_error)
+    session.record_action(tool, step.arguments, step.result_text, success=not step.is_error)
     after_call = None if before_call is not None else session.get_loop_event()
     if after_call is not None:
         yield Finding("session", CRITICAL, index, True, after_call.loop_type.value, after_call.description)
