@@ -243,6 +243,19 @@ def test_a_document_that_is_not_json_is_reported_with_its_line() -> None:
     assert runs == [] and skipped[0].line == 3 and skipped[0].problem.startswith("not JSON")
 
 
+def test_the_standard_library_decoder_reads_the_same_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from doomloop.traces import decode, source
+
+    names = sorted(path.name for path in TRACES.iterdir())
+    fast = {name: list(read(TRACES / name)) for name in names}
+    assert decode.loads is not json.loads  # orjson is installed with the test extras
+    monkeypatch.setattr(decode, "loads", json.loads)
+    monkeypatch.setattr(source, "loads", json.loads)
+    assert {name: list(read(TRACES / name)) for name in names} == fast
+    runs, skipped = collect(b'{"v": 1, "type": "user"}\n{bad\n[' * 1 + b"[" * 100_000 + b"\n")
+    assert len(runs) == 1 and [error.line for error in skipped] == [2, 3]  # deep nesting is "not JSON", not a crash
+
+
 # --- the event format's schema --------------------------------------------------------------------
 
 

@@ -221,3 +221,18 @@ def test_arguments_that_are_not_an_object_are_replayed() -> None:
 def test_a_run_without_calls_has_no_findings() -> None:
     assert list(replay(Run(None, None, ()), parity())) == []
     assert not first_findings(Run(None, None, ()), parity()).flagged
+
+
+def test_steps_that_are_not_tool_calls_are_replayed_as_what_they_are() -> None:
+    # A user message is a new turn, not an action: the session detector sees three calls.
+    user = Step(None, None, None, None, None, None, False, kind="user", text="cat setup.py")
+    run = commands(*(["cat setup.py"] * 3))
+    mixed = Run(None, None, tuple(step for call in run.steps for step in (user, call)))
+    monitor = parity()
+    assert [one.step for one in replay(mixed, monitor)] == [5]  # the third call, at index 5
+    assert monitor.turn == 3 and monitor.doom_loop.get_stats()["total_actions"] == 3
+    assert [one.step for one in replay(run, parity())] == [2]
+    answer = Step(None, None, None, None, None, None, False, kind="assistant", text="Done.")
+    compaction = Step(None, None, None, None, None, None, False, kind="compaction")
+    monitor = parity()
+    assert list(replay(Run(None, None, (answer, compaction)), monitor)) == [] and monitor.step == 2

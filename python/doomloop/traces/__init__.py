@@ -26,10 +26,10 @@ library suffices; orjson, when installed, decodes faster.
 """
 
 from .errors import TraceFormatError
-from .formats import FORMATS, read, sniff
+from .formats import FORMATS, read, read_runs, sniff
 from .records import Run, Step
 from .replay import CRITICAL, WARNING, FirstFindings, Replayed, first_findings, kind_of, replay
-from .runs import parse_result, parse_run, read_runs
+from .runs import parse_result, parse_run
 from .scan import FileScan, LoopFinding, ScanSummary, SessionReport, scan, scan_file
 from .source import MAX_LINE_BYTES
 

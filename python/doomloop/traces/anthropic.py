@@ -25,7 +25,7 @@ kept, without a result.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .conversation import Conversation, content_text, conversations, report_to
 from .decode import kind, optional_str, tokens
@@ -73,7 +73,7 @@ def _steps(messages: List[Any], report: Report, line_of: Callable[[int], Optiona
             for block in content:
                 if isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
                     results[block["tool_use_id"]] = block
-    matched = set()
+    matched: Set[str] = set()
     out: List[Step] = []
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
@@ -126,7 +126,7 @@ def _block(
     where: str,
     role: str,
     results: Dict[str, Dict[str, Any]],
-    matched: set,
+    matched: Set[str],
     texts: List[str],
     calls: List[Step],
     out: List[Step],

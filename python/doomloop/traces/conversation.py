@@ -34,8 +34,7 @@ def content_text(content: Any, types: Tuple[str, ...] = ("text",)) -> Optional[s
         for part in content
         if isinstance(part, str) or (isinstance(part, dict) and part.get("type") in types)
     ]
-    texts = [text for text in texts if isinstance(text, str) and text]
-    return "\n".join(texts) or None
+    return "\n".join(text for text in texts if isinstance(text, str) and text) or None
 
 
 class Conversation(NamedTuple):

@@ -12,9 +12,10 @@ The formats, by name (:data:`FORMATS`):
 
 from __future__ import annotations
 
+import os
 from itertools import chain
 from types import ModuleType
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import anthropic, events, openai_chat, openai_responses, otlp, runs
 from .errors import TraceFormatError
@@ -78,6 +79,17 @@ def _read(source: Source, format: str, reporter: Callable[[str], Report], max_li
         yield from _READERS[format].runs(found, report, name)
     finally:
         close()
+
+
+def read_runs(path: Union[str, os.PathLike[str]]) -> Iterator[Run]:
+    """Yield the runs of a run file (the corpus format, :mod:`~doomloop.traces.runs`) in
+    order, reading it lazily: ``read(path, format="runs", strict=True)``.
+
+    The file may be gzip-compressed (recognised by its first bytes, whatever its name).
+    Blank lines are skipped. A line that is not UTF-8, not JSON or not a run raises
+    :class:`~doomloop.traces.TraceFormatError` naming the file and the line number.
+    """
+    return read(path, format=runs.NAME, strict=True)
 
 
 def sniff(source: Source, *, max_line_bytes: int = MAX_LINE_BYTES) -> Optional[str]:

@@ -24,7 +24,7 @@ a result.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .conversation import Conversation, content_text, conversations, report_to
 from .decode import kind, maybe_json, optional_str, tokens
@@ -59,7 +59,7 @@ def _steps(messages: List[Any], report: Report, line_of: Callable[[int], Optiona
             call_id = message.get("tool_call_id")
             if isinstance(call_id, str):
                 results[call_id] = (index, message)
-    matched = set()
+    matched: Set[str] = set()
     out: List[Step] = []
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
@@ -111,7 +111,7 @@ def _calls(
     given: Optional[int],
     produced: Optional[int],
     results: Dict[str, Tuple[int, Dict[str, Any]]],
-    matched: set,
+    matched: Set[str],
     out: List[Step],
     report: Report,
     where: str,
@@ -121,7 +121,7 @@ def _calls(
     for number, call in enumerate(calls):
         function = call.get("function") if isinstance(call, dict) else None
         name = function.get("name") if isinstance(function, dict) else None
-        if not isinstance(name, str):
+        if not isinstance(function, dict) or not isinstance(name, str):
             report(f"{where}.tool_calls[{number}]: a call without a function name", line)
             continue
         call_id = call.get("id")

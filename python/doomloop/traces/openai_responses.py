@@ -25,7 +25,7 @@ skipped; a call without a ``call_id`` is kept, without a result.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .conversation import Conversation, content_text, conversations, report_to
 from .decode import kind, maybe_json, optional_str, tokens
@@ -80,7 +80,7 @@ def _steps(items: List[Any], report: Report, line_of: Callable[[int], Optional[i
     for item in items:
         if isinstance(item, dict) and item.get("type") in _OUTPUTS and isinstance(item.get("call_id"), str):
             outputs[item["call_id"]] = item
-    matched = set()
+    matched: Set[str] = set()
     out: List[Step] = []
     # The assistant message just before a call is its thought: it is held until the next
     # item says whether it is one, with its line and the response's usage.
@@ -105,7 +105,7 @@ def _steps(items: List[Any], report: Report, line_of: Callable[[int], Optional[i
                 report(f"{where}: a {type_} without a call_id (kept, with no result)", line)
             found = outputs.get(call_id) if call_id is not None else None
             result = None
-            if found is not None:
+            if found is not None and call_id is not None:
                 matched.add(call_id)
                 result = content_text(found.get("output"), _TEXT) or ""
             returncode, is_error = parse_result(result)

@@ -184,7 +184,7 @@ def _tool(
         attributes["gen_ai.tool.call.arguments"] if "gen_ai.tool.call.arguments" in attributes else attributes.get("input.value")
     )
     result = attributes["gen_ai.tool.call.result"] if "gen_ai.tool.call.result" in attributes else attributes.get("output.value")
-    status = span.get("status") if isinstance(span.get("status"), dict) else {}
+    status: Dict[str, Any] = span["status"] if isinstance(span.get("status"), dict) else {}
     error_type = attributes.get("error.type")
     failed = error_type is not None or status.get("code") in _STATUS_ERROR
     message = status.get("message")
@@ -262,7 +262,7 @@ def _output_text(messages: Any) -> Optional[str]:
     messages = maybe_json(messages)
     if not isinstance(messages, list):
         return None
-    texts = []
+    texts: List[Any] = []
     for message in messages:
         parts = message.get("parts") if isinstance(message, dict) else None
         if isinstance(parts, list):

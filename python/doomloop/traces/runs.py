@@ -10,35 +10,21 @@ the run ended first). This is the format of the public corpus of coding-agent ru
 
 from __future__ import annotations
 
-import os
 import re
-from typing import Any, Iterable, Iterator, Mapping, Optional, Tuple, Union
+from typing import Any, Iterable, Iterator, Mapping, Optional, Tuple
 
 from .decode import kind, maybe_json
 from .errors import TraceFormatError
 from .records import Run, Step, new_step
 from .source import Report
 
-__all__ = ["NAME", "looks_like", "parse_result", "parse_run", "read_runs", "runs"]
+__all__ = ["NAME", "looks_like", "parse_result", "parse_run", "runs"]
 
 NAME = "runs"
 _RETURNCODE = re.compile(r"<returncode>(-?\d+)</returncode>")
 # What mini-swe-agent writes when the command could not be run at all (a timeout, a dead
 # container): there is no return code, and the call failed.
 _EXCEPTION = "<exception>"
-
-
-def read_runs(path: Union[str, os.PathLike[str]]) -> Iterator[Run]:
-    """Yield the runs of a run file in order, reading it lazily: ``read(path, format="runs",
-    strict=True)``.
-
-    The file may be gzip-compressed (recognised by its first bytes, whatever its name).
-    Blank lines are skipped. A line that is not UTF-8, not JSON or not a run raises
-    :class:`~doomloop.traces.TraceFormatError` naming the file and the line number.
-    """
-    from .formats import read
-
-    return read(path, format=NAME, strict=True)
 
 
 def looks_like(value: Any) -> int:

@@ -425,7 +425,7 @@ def scan_file(
 
 
 def _scan_source(name: str, options: Dict[str, Any], counter: _SkipCounter) -> Iterator[SessionReport]:
-    from . import read
+    from .formats import read
 
     runs = read(name, format=options["format"], on_skip=counter, strict=options["strict"])
     for number, run in enumerate(runs, start=1):

@@ -71,9 +71,9 @@ def open_source(source: Source) -> Tuple[IO[bytes], str, Callable[[], None]]:
     else:
         raise TypeError(f"a trace source is a path, '-' or a binary file object, not {type(source).__name__}")
     if not hasattr(stream, "peek"):
-        stream = io.BufferedReader(_Raw(stream))  # type: ignore[arg-type]
+        stream = io.BufferedReader(_Raw(stream))
     try:
-        head = stream.peek(2)[:2]  # type: ignore[attr-defined]
+        head = stream.peek(2)[:2]
     except (OSError, ValueError) as error:
         if owned is not None:
             owned.close()
