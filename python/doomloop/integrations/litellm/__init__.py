@@ -205,7 +205,9 @@ class DoomLoopGuardrail(CustomGuardrail):  # type: ignore[misc]  # litellm is un
                 return data
             problems: List[TraceFormatError] = []
             read = reader(shape, problems)
-            observed: Observed = await self.sessions.apply(key, lambda conversation: _conversation(conversation).observe(items, read))
+            observed: Observed = await self.sessions.apply(
+                key, lambda conversation: _conversation(conversation).observe(items, read)
+            )
         except StoreUnavailable as error:
             return self._store_down(data, key, error)
         except Exception as error:  # noqa: BLE001 - a guardrail bug must not fail the request

@@ -31,7 +31,6 @@ Steps = Callable[[List[Any]], List[Step]]
 """Reads a slice of a request's history into :class:`~doomloop.traces.Step` records."""
 
 
-
 class Observed:
     """What one request's new history made the monitor find."""
 
@@ -170,7 +169,13 @@ class Conversation(Monitor):
     # --- snapshots (for a shared store): the cursor rides in the monitor's ----------------------
 
     def _extra_state(self) -> Any:
-        return {"count": self.count, "last": self.last, "calls": list(self.calls.items()), "user": self.user, "answer": self.answer}
+        return {
+            "count": self.count,
+            "last": self.last,
+            "calls": list(self.calls.items()),
+            "user": self.user,
+            "answer": self.answer,
+        }
 
     def _restore_extra(self, extra: Any) -> None:
         self.count = int(extra["count"])
