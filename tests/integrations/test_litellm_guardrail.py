@@ -19,10 +19,10 @@ require_litellm()
 from fastapi import HTTPException  # noqa: E402 - after the check that litellm is installed
 from litellm.proxy._types import UserAPIKeyAuth  # noqa: E402
 
+from doomloop import Monitor, SnapshotError  # noqa: E402
 from doomloop.integrations.litellm import DoomLoopGuardrail, LoopInStream  # noqa: E402
 from doomloop.integrations.litellm.conversation import Conversation  # noqa: E402
 from doomloop.integrations.litellm.keys import session_key  # noqa: E402
-from doomloop import Monitor, SnapshotError  # noqa: E402
 from doomloop.profile import Profile  # noqa: E402
 from doomloop.traces import openai_chat  # noqa: E402
 
