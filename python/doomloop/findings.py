@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional
 
-__all__ = ["CODES", "CRITICAL", "WARNING", "Finding", "shorten"]
+__all__ = ["CODES", "CRITICAL", "WARNING", "Finding", "codes_table", "shorten"]
 
 WARNING = "warning"
 """A loop reported: the agent is told what it repeats; nothing is stopped."""
@@ -40,6 +40,13 @@ CODES: Dict[str, str] = {
 }
 
 _EVIDENCE_LIMIT = 120
+
+
+def codes_table() -> str:
+    """:data:`CODES` as the markdown table docs/monitor.md shows (``python -c "from
+    doomloop.findings import codes_table; print(codes_table())"`` writes it)."""
+    rows = [f"| `{code}` | {meaning} |" for code, meaning in CODES.items()]
+    return "\n".join(["| code | meaning |", "|---|---|", *rows])
 
 
 def shorten(text: str, limit: int = _EVIDENCE_LIMIT) -> str:
