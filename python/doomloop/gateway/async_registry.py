@@ -51,8 +51,9 @@ class AsyncSessionRegistry:
         profile, ttl, max_sessions, on_event, clock, monitor_class, **tool_options: as
             :class:`~doomloop.gateway.SessionRegistry`'s.
 
-    With an ``AsyncStore``, use the registry from the event loop its store belongs to; its
-    tasks may serve one session concurrently (the store's update loses none of their hooks).
+    With an ``AsyncStore``, tasks may serve one session concurrently (the store's update
+    loses none of their hooks); ``AsyncRedisStore`` opens a client per event loop, so a
+    registry made at import time serves every loop a service runs.
     Without one, it is as safe to share between threads as ``SessionRegistry``. ``stream``,
     ``len``, ``in`` and :meth:`stats` never touch the store and are plain methods.
     """
