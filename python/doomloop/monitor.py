@@ -184,20 +184,6 @@ class Monitor(MonitorEngine):
         self.doom_loop.end_response()
         return self._session_findings([], step, None, None)
 
-    def _guard_finding(self, guard: GuardVerdict, tool: str, params: Any, step: int) -> Finding:
-        return self._finding(
-            "guard.compaction_loop",
-            CRITICAL,
-            "guard",
-            "abort",
-            guard.message or "",
-            step,
-            tool=tool,
-            evidence=_arguments(params),
-            count=guard.count,
-            stretch=tool,
-        )
-
     def mark_progress(self, marker: str) -> List[Finding]:
         """Progress was made (a test passed, a file changed): the session detector's
         no-progress rules start counting afresh."""
@@ -237,6 +223,20 @@ class Monitor(MonitorEngine):
                 "chant", CRITICAL, "chant", "stop_stream", event.message, step, evidence=shorten(window), count=event.count
             )
         ]
+
+    def _guard_finding(self, guard: GuardVerdict, tool: str, params: Any, step: int) -> Finding:
+        return self._finding(
+            "guard.compaction_loop",
+            CRITICAL,
+            "guard",
+            "abort",
+            guard.message or "",
+            step,
+            tool=tool,
+            evidence=_arguments(params),
+            count=guard.count,
+            stretch=tool,
+        )
 
     def _session_findings(self, found: List[Finding], step: int, tool: Optional[str], params: Any) -> List[Finding]:
         doom_loop = self.doom_loop
