@@ -1,5 +1,6 @@
-"""A fake OpenAI-compatible upstream for the proxy tests: a stdlib HTTP server on a loopback
-port that answers ``/v1/chat/completions``, streamed or not, and records each request body.
+"""A fake upstream for the proxy tests: a stdlib HTTP server on a loopback port that answers
+OpenAI's ``/v1/chat/completions`` and Anthropic's ``/v1/messages``, streamed or not, and records
+each request body.
 
 What it answers depends on the conversation's first user message:
 
@@ -24,8 +25,14 @@ TOOL_ARGUMENTS = '{"path": "notes/a.txt"}'
 
 def _first_user(messages: List[Dict[str, Any]]) -> str:
     for message in messages:
-        if message.get("role") == "user" and isinstance(message.get("content"), str):
-            return message["content"]
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            # Anthropic's content blocks.
+            return "".join(block.get("text", "") for block in content if isinstance(block, dict))
     return ""
 
 
@@ -51,7 +58,9 @@ class Upstream:
                     owner.calls += 1
                     number = owner.calls
                 kind, pieces = owner.answer(body, number)
-                if body.get("stream"):
+                if self.path.rstrip("/").endswith("/messages"):
+                    self._messages(body, kind, pieces, number)
+                elif body.get("stream"):
                     self._stream(body, kind, pieces, number)
                 else:
                     self._whole(body, kind, pieces, number)
@@ -81,17 +90,30 @@ class Upstream:
                 self._send(200, "application/json", json.dumps(reply).encode())
 
             def _stream(self, body: Dict[str, Any], kind: str, pieces: List[str], number: int) -> None:
+                frames = (f"data: {json.dumps(chunk)}\n\n" for chunk in _chunks(body, kind, pieces, number))
+                self._frames(frames, "data: [DONE]\n\n")
+
+            def _messages(self, body: Dict[str, Any], kind: str, pieces: List[str], number: int) -> None:
+                if not body.get("stream"):
+                    reply = _message(body, number, [{"type": "text", "text": "".join(pieces)}], "end_turn")
+                    self._send(200, "application/json", json.dumps(reply).encode())
+                    return
+                events = _message_events(body, pieces, number)
+                self._frames((f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in events), "")
+
+            def _frames(self, frames: Iterator[str], last: str) -> None:
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
                 try:
-                    for chunk in _chunks(body, kind, pieces, number):
-                        data = f"data: {json.dumps(chunk)}\n\n".encode()
+                    for frame in frames:
+                        data = frame.encode()
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                         self.wfile.flush()
-                    done = b"data: [DONE]\n\n"
-                    self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
+                    if last:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(last), last.encode()))
+                    self.wfile.write(b"0\r\n\r\n")
                 except OSError:
                     # The proxy stopped reading: a cut stream.
                     pass
@@ -148,3 +170,27 @@ def _chunks(body: Dict[str, Any], kind: str, pieces: List[str], number: int) -> 
     for piece in pieces:
         yield chunk({"content": piece})
     yield chunk({}, "stop")
+
+
+def _message(body: Dict[str, Any], number: int, content: List[Dict[str, Any]], stop: Any) -> Dict[str, Any]:
+    return {
+        "id": f"msg_fake{number}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "claude-fake"),
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 10},
+    }
+
+
+def _message_events(body: Dict[str, Any], pieces: List[str], number: int) -> Iterator[Dict[str, Any]]:
+    """An Anthropic Messages stream: one text block, a delta per piece."""
+    yield {"type": "message_start", "message": _message(body, number, [], None)}
+    yield {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+    for piece in pieces:
+        yield {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}
+    yield {"type": "content_block_stop", "index": 0}
+    yield {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 10}}
+    yield {"type": "message_stop"}

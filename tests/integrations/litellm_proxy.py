@@ -44,7 +44,8 @@ def snippet() -> str:
 
 
 def config(upstream_url: str, options: Optional[Dict[str, Any]] = None, *, metrics: bool = False) -> str:
-    """A config.yaml: one model on the fake upstream, and the documented guardrail snippet
+    """A config.yaml: two models on the fake upstream (``fake`` through its chat completions,
+    ``claude-fake`` through its Anthropic messages), and the documented guardrail snippet
     (``options`` appended to its ``litellm_params``; None leaves the guardrail out); with
     ``metrics``, LiteLLM's Prometheus callback, which serves ``/metrics``."""
     lines = [
@@ -53,6 +54,12 @@ def config(upstream_url: str, options: Optional[Dict[str, Any]] = None, *, metri
         "    litellm_params:",
         "      model: openai/fake",
         f"      api_base: {upstream_url}",
+        "      api_key: sk-upstream",
+        # Anthropic's /v1/messages, which the proxy relays as the upstream's raw SSE bytes.
+        "  - model_name: claude-fake",
+        "    litellm_params:",
+        "      model: anthropic/claude-fake",
+        f"      api_base: {upstream_url.removesuffix('/v1')}",
         "      api_key: sk-upstream",
         "general_settings:",
         f"  master_key: {MASTER_KEY}",

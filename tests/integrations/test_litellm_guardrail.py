@@ -260,6 +260,50 @@ def test_stream_hook_passes_healthy_chunks_and_cuts_a_chant() -> None:
     assert conversation.answer is not None and conversation.answer.startswith("Sentence 0 is new. ")
 
 
+def message_frames(texts: List[str]) -> bytes:
+    events: List[Dict[str, Any]] = [{"type": "message_start", "message": {"id": "msg_1", "content": []}}]
+    events += [{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}} for t in texts]
+    events.append({"type": "message_stop"})
+    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+
+
+def pieces_of(data: bytes, size: int) -> List[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+@pytest.mark.parametrize("size", [7, 100, 100_000])
+def test_raw_sse_bytes_are_read_and_passed_unchanged(size: int) -> None:
+    # LiteLLM relays Anthropic's /v1/messages stream as the upstream's bytes, cut anywhere.
+    g = guardrail()
+    data = {"model": "claude", "messages": [{"role": "user", "content": "write"}]}
+    healthy = message_frames([f"Sentence {i} is new. " for i in range(40)])
+    out = stream_through(g, pieces_of(healthy, size), data)
+    assert b"".join(out) == healthy
+    conversation = g.sessions._registry.get(session_key(data, KEY, data["messages"], None))
+    assert isinstance(conversation, Conversation) and conversation.answer == "".join(f"Sentence {i} is new. " for i in range(40))
+
+
+@pytest.mark.parametrize("size", [7, 100, 100_000])
+def test_a_chant_in_raw_sse_bytes_ends_with_an_error_event(size: int) -> None:
+    g = guardrail()
+    data = {"model": "claude", "messages": [{"role": "user", "content": "write"}]}
+    chant = message_frames(["again and again, "] * 100)
+    out = b"".join(stream_through(g, pieces_of(chant, size), data))
+    *frames, last, empty = out.split(b"\n\n")
+    assert empty == b"" and chant.startswith(b"\n\n".join(frames) + b"\n\n")
+    assert len(frames) < 40  # cut well before the stream's 102 frames
+    assert last.startswith(b"event: error\ndata: ")
+    error = json.loads(last.split(b"data: ", 1)[1])["error"]
+    assert error["type"] == "doomloop_loop" and error["code"] == "doomloop.chant" and error["detector"] == "chant"
+
+
+def test_warn_mode_passes_a_raw_chant_whole() -> None:
+    g = guardrail(doomloop_mode="warn")
+    chant = message_frames(["again and again, "] * 100)
+    out = stream_through(g, pieces_of(chant, 50), {"model": "claude", "messages": [{"role": "user", "content": "write"}]})
+    assert b"".join(out) == chant
+
+
 def test_conversation_blob_round_trip() -> None:
     conversation = Conversation(Profile.recommended())
     conversation.observe(chat_history(12), openai_chat.steps)

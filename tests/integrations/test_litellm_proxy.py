@@ -24,7 +24,8 @@ from redis_helpers import RedisServer
 
 require_litellm()
 
-import openai  # noqa: E402 - after the check that it is installed
+import anthropic  # noqa: E402 - after the check that it is installed
+import openai  # noqa: E402
 
 # The recommended profile's chant detector: a window of 32 characters, 6 repeats. A chant of
 # period p is reported within 32 + 6 * (p + 32) characters of its start.
@@ -126,6 +127,44 @@ def test_a_repeating_stream_is_cut_within_the_bound(proxies: Proxies) -> None:
     assert "doomloop" in error.message and "chant" in error.message
     assert isinstance(error.body, dict) and error.body.get("type") == "doomloop_loop"
     # Cut within the detector's bound (plus the chunk that completed the chant, held back).
+    assert 0 < len(received) <= CHANT_BOUND and received == (CHANT_SENTENCE * 200)[: len(received)]
+
+
+def messages_stream(proxies: Proxies, name: str, task: str) -> bytes:
+    """The raw body of a streamed Anthropic /v1/messages request through proxy ``name``."""
+    url = proxies.all[name].url.removesuffix("/v1") + "/v1/messages"
+    body = {"model": "claude-fake", "max_tokens": 256, "stream": True, "messages": [{"role": "user", "content": task}]}
+    with httpx.stream("POST", url, json=body, headers={"x-api-key": MASTER_KEY}, timeout=60) as reply:
+        assert reply.status_code == 200, reply.read()
+        return reply.read()
+
+
+def test_healthy_anthropic_stream_passes_byte_for_byte(proxies: Proxies) -> None:
+    # LiteLLM relays /v1/messages streams as the upstream's SSE bytes: the guardrail reads them
+    # frame by frame and passes them on unchanged.
+    plain, guarded = (messages_stream(proxies, name, "Summarise the report.") for name in ("plain", "guarded"))
+    plain, guarded = (re.sub(rb"msg_fake\d+", b"msg_fake", body) for body in (plain, guarded))
+    assert guarded == plain
+    text = "".join(
+        json.loads(line[6:])["delta"]["text"] for line in guarded.decode().split("\n") if '"content_block_delta"' in line
+    )
+    assert text == "".join(HEALTHY)
+
+
+def test_a_repeating_anthropic_stream_is_cut_within_the_bound(proxies: Proxies) -> None:
+    client = anthropic.Anthropic(api_key=MASTER_KEY, base_url=proxies.all["guarded"].url.removesuffix("/v1"), max_retries=0)
+    received = ""
+    stream = client.messages.create(
+        model="claude-fake", max_tokens=256, stream=True, messages=[{"role": "user", "content": "task: chant"}]
+    )
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        for event in stream:
+            if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                received += event.delta.text
+    body = caught.value.body
+    assert isinstance(body, dict) and body["type"] == "error"
+    error = body["error"]
+    assert error["type"] == "doomloop_loop" and error["code"] == "doomloop.chant" and "repeats itself" in error["message"]
     assert 0 < len(received) <= CHANT_BOUND and received == (CHANT_SENTENCE * 200)[: len(received)]
 
 

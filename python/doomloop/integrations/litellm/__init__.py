@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 from typing import Any, AsyncGenerator, Callable, Dict, List, Optional
 
 from fastapi import HTTPException
@@ -32,6 +33,7 @@ from ...gateway import AsyncRedisStore, AsyncSessionRegistry
 from ...monitor import Monitor
 from ...profile import Profile
 from ...traces import TraceFormatError
+from .._sse import MAX_FRAME, Frame, SseFrames
 from .._streams import Streams, field
 from ..anthropic import message_pieces
 from ..openai import chat_pieces, responses_pieces
@@ -267,38 +269,47 @@ class DoomLoopGuardrail(CustomGuardrail):  # type: ignore[misc]  # litellm is un
         self, user_api_key_dict: Any, response: Any, request_data: Dict[str, Any]
     ) -> AsyncGenerator[Any, None]:
         """Pass the stream through, watching every stream of text in it; cut it where the
-        answer repeats itself (see :class:`LoopInStream`), and record the answer."""
+        answer repeats itself (see :class:`LoopInStream`), and record the answer. Chunk objects
+        and raw SSE bytes (Anthropic's ``/v1/messages``, which LiteLLM relays as it arrives)
+        are both read."""
         if not self.should_run_guardrail(data=request_data, event_type=GuardrailEventHooks.post_call):
             async for chunk in response:
                 yield chunk
             return
-        new = self._stream_detector(request_data, user_api_key_dict)
-        streams = Streams(new)
-        feed = streams.feed
-        answer: List[str] = []
-        answer_stream: Any = None
-        cut: Optional[LoopInStream] = None
+        watch = _Watch(self._stream_detector(request_data, user_api_key_dict))
+        blocking = self.doomloop_mode == "block"
+        frames: Optional[SseFrames] = None
         try:
             async for chunk in response:
-                for stream, text in _pieces(chunk):
-                    if feed(stream, text) is not None:
-                        cut = _cut(streams)
+                if type(chunk) is bytes:
+                    if frames is None:
+                        frames = SseFrames(b"delta")
+                    passed = watch.frames(frames.feed(chunk), blocking)
+                    if passed:
+                        yield passed
+                    if watch.cut is not None and blocking:
+                        # The client has whole frames only: an error event ends the stream.
+                        yield _error_frame(watch.cut)
                         break
-                    if answer_stream is None and stream[1] == "text":
-                        answer_stream = stream
-                    if stream == answer_stream:
-                        answer.append(text)
-                if cut is not None and self.doomloop_mode == "block":
+                    continue
+                if watch.saw(chunk) and blocking:
                     break
                 yield chunk
+            else:
+                if frames is not None:
+                    rest = frames.flush()
+                    if rest:
+                        yield rest
         finally:
-            if cut is not None and self.doomloop_mode == "block":
+            if watch.cut is not None and blocking:
                 aclose = getattr(response, "aclose", None)
                 if callable(aclose):
                     await aclose()
-            await self._record(request_data, user_api_key_dict, "".join(answer) or None)
-        if cut is not None and self.doomloop_mode == "block":
-            raise cut
+            if frames is not None and frames.unread:
+                _log.warning("%d SSE frame(s) over %d bytes passed unread", frames.unread, MAX_FRAME)
+            await self._record(request_data, user_api_key_dict, "".join(watch.answer) or None)
+        if watch.cut is not None and blocking and frames is None:
+            raise watch.cut
 
     def _stream_detector(self, data: Dict[str, Any], user_api_key_dict: Any) -> Callable[[], ChantDetector]:
         options = self._chant_options
@@ -344,6 +355,44 @@ def _pieces(chunk: Any) -> Any:
     return ()
 
 
+class _Watch:
+    """One response's streams of text as the stream hook reads them: their chant detectors,
+    the answer's text (the first text stream's), and the cut, once one chants."""
+
+    __slots__ = ("_streams", "answer", "_answer_stream", "cut")
+
+    def __init__(self, new: Callable[[], ChantDetector]) -> None:
+        self._streams = Streams(new)
+        self.answer: List[str] = []
+        self._answer_stream: Any = None
+        self.cut: Optional[LoopInStream] = None
+
+    def saw(self, chunk: Any) -> bool:
+        """Read one chunk (an SDK object or its JSON); whether it completed a chant."""
+        if self.cut is not None:
+            return False
+        feed = self._streams.feed
+        for stream, text in _pieces(chunk):
+            if feed(stream, text) is not None:
+                self.cut = _cut(self._streams)
+                return True
+            if self._answer_stream is None and stream[1] == "text":
+                self._answer_stream = stream
+            if stream == self._answer_stream:
+                self.answer.append(text)
+        return False
+
+    def frames(self, frames: List[Frame], blocking: bool) -> bytes:
+        """Read whole SSE frames; the bytes to pass on: all of them, or, when one completes a
+        chant and ``blocking``, those before it."""
+        passed = []
+        for raw, event in frames:
+            if event is not None and self.saw(event) and blocking:
+                break
+            passed.append(raw)
+        return b"".join(passed)
+
+
 def _cut(streams: Streams) -> LoopInStream:
     event = streams.event
     assert event is not None
@@ -351,6 +400,13 @@ def _cut(streams: Streams) -> LoopInStream:
     message = f"the answer repeats itself: period {event.period}, {event.count} repeats from offset {event.start}"
     finding = Finding("chant", CRITICAL, "chant", "stop_stream", message, evidence=shorten(window), count=event.count)
     return LoopInStream(finding)
+
+
+def _error_frame(cut: LoopInStream) -> bytes:
+    # An SSE error event, as Anthropic's API ends a failed stream: the anthropic client raises
+    # it as an APIStatusError (its body this event's data), and the openai client as an APIError.
+    error = {**_error_body(cut.finding), "type": cut.type, "message": cut.message}
+    return b"event: error\ndata: " + json.dumps({"type": "error", "error": error}).encode() + b"\n\n"
 
 
 def _error_body(finding: Finding) -> Dict[str, Any]:
