@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterable, AsyncIterator, Hashable, Iterable, Iterator, List, Literal, Tuple, TypeVar
 
-from ._streams import DetectorSource, check_on_chant, detector_factory, field, guard, guard_async
+from ._streams import DetectorSource, check_on_chant, detector_factory, field, field_pair, guard, guard_async
 
 __all__ = [
     "chat_pieces",
@@ -39,16 +39,14 @@ def chat_pieces(chunk: Any) -> List[Tuple[Hashable, str]]:
     if not choices:
         return found
     for position, choice in enumerate(choices):
-        delta = field(choice, "delta")
+        delta, index = field_pair(choice, "delta", "index")
         if delta is None:
             continue
-        index = field(choice, "index")
         if not isinstance(index, int):
             index = position
-        content = field(delta, "content")
+        content, calls = field_pair(delta, "content", "tool_calls")
         if type(content) is str and content:
             found.append(((index, "text"), content))
-        calls = field(delta, "tool_calls")
         if calls:
             for order, call in enumerate(calls):
                 function = field(call, "function")

@@ -34,7 +34,7 @@ from ...monitor import Monitor
 from ...profile import Profile
 from ...traces import TraceFormatError
 from .._sse import MAX_FRAME, Frame, SseFrames
-from .._streams import Streams, field
+from .._streams import Pieces, Streams, field
 from ..anthropic import message_pieces
 from ..openai import chat_pieces, responses_pieces
 from .conversation import Conversation, Observed
@@ -344,41 +344,49 @@ def _history_of(data: Dict[str, Any]) -> Optional[List[Any]]:
     return items if isinstance(items, list) else None
 
 
-def _pieces(chunk: Any) -> Any:
+def _reader(chunk: Any) -> Optional[Pieces]:
     # One hook serves every endpoint: chat chunks have choices; Responses and Anthropic events
     # a type.
     if field(chunk, "choices") is not None:
-        return chat_pieces(chunk)
+        return chat_pieces
     kind = field(chunk, "type")
     if type(kind) is str:
-        return responses_pieces(chunk) if kind.startswith("response.") else message_pieces(chunk)
-    return ()
+        return responses_pieces if kind.startswith("response.") else message_pieces
+    return None
 
 
 class _Watch:
     """One response's streams of text as the stream hook reads them: their chant detectors,
     the answer's text (the first text stream's), and the cut, once one chants."""
 
-    __slots__ = ("_streams", "answer", "_answer_stream", "cut")
+    __slots__ = ("_streams", "_read", "answer", "_answer_stream", "cut")
 
     def __init__(self, new: Callable[[], ChantDetector]) -> None:
         self._streams = Streams(new)
+        self._read: Optional[Pieces] = None
         self.answer: List[str] = []
         self._answer_stream: Any = None
         self.cut: Optional[LoopInStream] = None
 
     def saw(self, chunk: Any) -> bool:
         """Read one chunk (an SDK object or its JSON); whether it completed a chant."""
+        read = self._read
+        if read is None:
+            # One reader per response: its first chunk that has a shape names the endpoint.
+            read = self._read = _reader(chunk)
+            if read is None:
+                return False
         if self.cut is not None:
             return False
         feed = self._streams.feed
-        for stream, text in _pieces(chunk):
+        for stream, text in read(chunk):
             if feed(stream, text) is not None:
                 self.cut = _cut(self._streams)
                 return True
-            if self._answer_stream is None and stream[1] == "text":
-                self._answer_stream = stream
             if stream == self._answer_stream:
+                self.answer.append(text)
+            elif self._answer_stream is None and stream[1] == "text":
+                self._answer_stream = stream
                 self.answer.append(text)
         return False
 
