@@ -1,6 +1,6 @@
 """Type stubs of the compiled ``doomloop._core`` extension module (the Rust engine)."""
 
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from typing_extensions import Self, disjoint_base, final
 
@@ -33,7 +33,9 @@ __all__ = [
     "__version__",
     "_bind_errors",
     "_bind_monitor",
+    "chat_pieces",
     "check_settings",
+    "field",
     "fingerprint",
     "settings_of",
     "snapshot_settings",
@@ -50,6 +52,16 @@ further ones hash as the "too deep" marker."""
 
 def fingerprint(value: object, /) -> int:
     """The canonical 64-bit fingerprint of ``value`` (see docs/fingerprint.md). Never raises."""
+
+def field(value: Any, name: str, /) -> Any:
+    """``value[name]`` of a dict, else ``value``'s field: its ``__dict__`` entry, else its
+    pydantic extra field, else its attribute; None when absent (an error other than a missing
+    attribute is raised)."""
+
+def chat_pieces(chunk: Any, /) -> List[Tuple[Hashable, str]]:
+    """The ``((choice, part), text)`` pairs of a chat-completion chunk's non-empty
+    ``delta.content`` (``part`` ``"text"``) and tool-call ``function.arguments`` (``part`` the
+    call's ``index``, else its position), each read with :func:`field`."""
 
 def settings_of(owner: str, /) -> Tuple[Tuple[str, Any, Any, Any], ...]:
     """The engine's settings of a config class (``"DoomLoopConfig"``, ``"LoopDetectionConfig"``,

@@ -11,9 +11,10 @@ On a chant the source is closed and :class:`~doomloop.ChantingDetected` raised, 
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterable, AsyncIterator, Hashable, Iterable, Iterator, List, Literal, Tuple, TypeVar
+from typing import Any, AsyncIterable, AsyncIterator, Callable, Hashable, Iterable, Iterator, List, Literal, Tuple, TypeVar
 
-from ._streams import DetectorSource, check_on_chant, detector_factory, field, field_pair, guard, guard_async
+from .. import _core
+from ._streams import DetectorSource, check_on_chant, detector_factory, field, guard, guard_async
 
 __all__ = [
     "chat_pieces",
@@ -30,31 +31,10 @@ OnChant = Literal["raise", "stop"]
 _NONE: Tuple[Tuple[Hashable, str], ...] = ()
 
 
-def chat_pieces(chunk: Any) -> List[Tuple[Hashable, str]]:
-    """The text a chat-completion chunk carries, as ``((choice, part), text)`` pairs: ``part``
-    is ``"text"`` for ``delta.content`` and the tool call's ``index`` for its
-    ``function.arguments``."""
-    found: List[Tuple[Hashable, str]] = []
-    choices = field(chunk, "choices")
-    if not choices:
-        return found
-    for position, choice in enumerate(choices):
-        delta, index = field_pair(choice, "delta", "index")
-        if delta is None:
-            continue
-        if not isinstance(index, int):
-            index = position
-        content, calls = field_pair(delta, "content", "tool_calls")
-        if type(content) is str and content:
-            found.append(((index, "text"), content))
-        if calls:
-            for order, call in enumerate(calls):
-                function = field(call, "function")
-                arguments = None if function is None else field(function, "arguments")
-                if type(arguments) is str and arguments:
-                    call_index = field(call, "index")
-                    found.append(((index, call_index if isinstance(call_index, int) else order), arguments))
-    return found
+chat_pieces: Callable[[Any], List[Tuple[Hashable, str]]] = _core.chat_pieces
+"""The text a chat-completion chunk carries, as ``((choice, part), text)`` pairs: ``part`` is
+``"text"`` for ``delta.content`` and the tool call's ``index`` for its ``function.arguments``
+(read in the extension, with :func:`~doomloop.integrations._streams.field`'s rule)."""
 
 
 _RESPONSES_TEXT = frozenset({"response.output_text.delta", "response.function_call_arguments.delta"})

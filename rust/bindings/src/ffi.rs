@@ -158,6 +158,19 @@ pub(crate) fn number_index<'py>(item: &Bound<'py, PyAny>) -> PyResult<Bound<'py,
     Ok(int.cast_into::<PyInt>()?)
 }
 
+/// `object.__getattribute__(item, name)`: the attribute by the standard lookup (data
+/// descriptors, the instance dict, the type), bypassing a `__getattribute__` or `__getattr__`
+/// the type defines. Reading SDK objects' data this way skips pydantic's `__getattr__` hook,
+/// which makes every lookup on a model several times dearer.
+pub(crate) fn generic_getattr<'py>(
+    item: &Bound<'py, PyAny>,
+    name: &Bound<'py, PyString>,
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: `item` and `name` are live objects, `name` a str; PyObject_GenericGetAttr returns
+    // a new reference or NULL with an exception set.
+    unsafe { Bound::from_owned_ptr_or_err(item.py(), ffi::PyObject_GenericGetAttr(item.as_ptr(), name.as_ptr())) }
+}
+
 /// `float(item)`: a float, or the error its conversion raised.
 pub(crate) fn number_float<'py>(item: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyFloat>> {
     // SAFETY: `item` is a live object; PyNumber_Float returns a new reference to a float or

@@ -8,6 +8,7 @@ mod chunks;
 mod errors;
 mod ffi;
 mod monitor;
+mod pieces;
 mod registry;
 mod session;
 mod settings;
@@ -25,6 +26,9 @@ mod _core {
 
     #[pymodule_export]
     use crate::monitor::{_bind_monitor, MonitorEngine, ToolDecision};
+
+    #[pymodule_export]
+    use crate::pieces::{chat_pieces, field};
 
     #[pymodule_export]
     use crate::registry::RegistryEngine;
