@@ -67,7 +67,10 @@ def test_chat_pieces_match_the_model(value: Any) -> None:
     assert _core.chat_pieces(value) == pieces_model.chat_pieces(value)
 
 
-@given(part(st.fixed_dictionaries({}, optional={"content": text, "index": index})), st.sampled_from(["content", "index", "absent"]))
+NAMES = st.sampled_from(["content", "index", "absent"])
+
+
+@given(part(st.fixed_dictionaries({}, optional={"content": text, "index": index})), NAMES)
 def test_field_matches_the_model(value: Any, name: str) -> None:
     assert _core.field(value, name) == pieces_model.field(value, name)
 
