@@ -7,8 +7,9 @@ Both runs first do a few operations (so one-time costs, such as importing ``logg
 first loop episode's warning, fall on both), and ``PYTHONHASHSEED=0`` keeps dict layouts, and
 so lookup costs, the same from run to run.
 
-    python benches/instruction_counts.py            # every measure
+    python benches/instruction_counts.py            # every measure but the LiteLLM pair
     python benches/instruction_counts.py tool chant # some of them
+    python benches/instruction_counts.py litellm_stream litellm_passthrough  # minutes each
 
 Per-call measures also print their count above the caller's loop (the ``loop`` measure, an
 iteration with an empty body, subtracted).
@@ -24,6 +25,26 @@ import re
 import subprocess
 import sys
 import tempfile
+
+_LITELLM_SETUP = (
+    "import asyncio, os\n"
+    "os.environ['LITELLM_LOCAL_MODEL_COST_MAP'] = 'True'\n"
+    "from litellm.proxy._types import UserAPIKeyAuth\n"
+    "from litellm.types.utils import ModelResponseStream\n"
+    "from doomloop.integrations.litellm import DoomLoopGuardrail\n"
+    "g = DoomLoopGuardrail(guardrail_name='d', event_hook=['pre_call', 'post_call'], default_on=True, metrics=False)\n"
+    "key = UserAPIKeyAuth(api_key='hashed-bench-key', team_id='bench')\n"
+    "data = {'model': 'm', 'messages': [{'role': 'user', 'content': 'write'}], 'user': 'agent-1'}\n"
+    "items = [ModelResponseStream(id='c', model='m', choices=[{'index': 0, 'delta': {'content': f'token{n} '}}])\n"
+    "         for n in range(2000)]\n"
+    "async def source():\n"
+    "    for item in items:\n"
+    "        yield item\n"
+    "async def drain(stream):\n"
+    "    async for _ in stream:\n"
+    "        pass\n"
+    "loop = asyncio.new_event_loop()"
+)
 
 # name: (what one operation is, operations per N, N, setup, loop body run N times)
 SCENARIOS = {
@@ -141,6 +162,24 @@ SCENARIOS = {
         "for i in range(12): t, p = calls[i % 2]; before(t, p); after(t, p, result=t)",
         "t, p = calls[i % 2]; before(t, p); after(t, p, result=t)",
     ),
+    # The LiteLLM guardrail's stream hook, per chunk of LiteLLM's own ModelResponseStream
+    # objects, and the pass-through hook it is compared with (bench_litellm.py's pair). Each
+    # run imports litellm (about 14 G instructions under valgrind, minutes): named only, never
+    # in the default set.
+    "litellm_stream": (
+        "chunk through DoomLoopGuardrail's stream hook (2,000 chunks a response)",
+        2000,
+        3,
+        _LITELLM_SETUP,
+        "loop.run_until_complete(drain(g.async_post_call_streaming_iterator_hook(key, source(), data)))",
+    ),
+    "litellm_passthrough": (
+        "chunk through a pass-through async generator (2,000 chunks a response)",
+        2000,
+        3,
+        _LITELLM_SETUP,
+        "loop.run_until_complete(drain(source()))",
+    ),
     "new_session": ("DoomLoopDetector()", 1, 5_000, "", "doomloop.DoomLoopDetector()"),
     "new_tool": ("ToolLoopDetector()", 1, 5_000, "", "doomloop.ToolLoopDetector()"),
     "import": ("import doomloop", 1, 1, "", ""),
@@ -182,7 +221,7 @@ def measure(name: str) -> float:
 
 def main(names: list[str]) -> None:
     loop = measure("loop")
-    for name in names or list(SCENARIOS):
+    for name in names or [name for name in SCENARIOS if not name.startswith("litellm_")]:
         count = loop if name == "loop" else measure(name)
         line = f"{name:8} {count:>14,.1f}  instructions per {SCENARIOS[name][0]}"
         if SCENARIOS[name][1] == 1 and name not in ("loop", "import"):

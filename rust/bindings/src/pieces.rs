@@ -17,25 +17,50 @@ pub(crate) fn field<'py>(
     value: &Bound<'py, PyAny>,
     name: &Bound<'py, PyString>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let py = value.py();
-    if let Ok(dict) = value.cast_exact::<PyDict>() {
-        return dict.get_item(name);
-    }
-    if let Some(own) = absent_if_no_attribute(py, generic_getattr(value, intern!(py, "__dict__")))? {
-        if let Ok(own) = own.cast::<PyDict>() {
-            if let Some(item) = own.get_item(name)? {
-                return Ok(Some(item));
-            }
+    Fields::of(value)?.get(name)
+}
+
+/// Where one object's fields are read: looked up once per object, as a chunk's parts are each
+/// read for two or three fields.
+enum Fields<'py> {
+    /// A dict (exactly): its items.
+    Dict(Bound<'py, PyDict>),
+    /// A pydantic model: its `__dict__`, then its extra fields (None when it allows none; a
+    /// lookup that misses on the model itself costs microseconds in pydantic's `__getattr__`).
+    Model(Option<Bound<'py, PyDict>>, Option<Bound<'py, PyDict>>),
+    /// Anything else: its `__dict__`, then its attributes.
+    Object(Option<Bound<'py, PyDict>>, Bound<'py, PyAny>),
+}
+
+impl<'py> Fields<'py> {
+    fn of(value: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let py = value.py();
+        if let Ok(dict) = value.cast_exact::<PyDict>() {
+            return Ok(Fields::Dict(dict.clone()));
         }
+        let own = absent_if_no_attribute(py, generic_getattr(value, intern!(py, "__dict__")))?
+            .and_then(|own| own.cast_into::<PyDict>().ok());
+        Ok(
+            match absent_if_no_attribute(py, generic_getattr(value, intern!(py, "__pydantic_extra__")))? {
+                Some(extra) => Fields::Model(own, extra.cast_into::<PyDict>().ok()),
+                None => Fields::Object(own, value.clone()),
+            },
+        )
     }
-    // A pydantic model keeps undeclared fields here (None when it allows none): a lookup that
-    // misses on the model itself costs microseconds in pydantic's __getattr__.
-    match absent_if_no_attribute(py, generic_getattr(value, intern!(py, "__pydantic_extra__")))? {
-        Some(extra) => match extra.cast::<PyDict>() {
-            Ok(extra) => extra.get_item(name),
-            Err(_) => Ok(None),
-        },
-        None => absent_if_no_attribute(py, value.getattr(name)),
+
+    fn get(&self, name: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let own = match self {
+            Fields::Dict(dict) => return dict.get_item(name),
+            Fields::Model(own, _) | Fields::Object(own, _) => own,
+        };
+        if let Some(item) = own.as_ref().map(|own| own.get_item(name)).transpose()?.flatten() {
+            return Ok(Some(item));
+        }
+        match self {
+            Fields::Model(_, Some(extra)) => extra.get_item(name),
+            Fields::Object(_, value) => absent_if_no_attribute(name.py(), value.getattr(name)),
+            _ => Ok(None),
+        }
     }
 }
 
@@ -84,29 +109,32 @@ pub(crate) fn chat_pieces<'py>(chunk: &Bound<'py, PyAny>) -> PyResult<Bound<'py,
         return Ok(found);
     };
     for (position, choice) in items(&choices).enumerate() {
-        let Some(delta) = field(&choice, intern!(py, "delta"))?.filter(|delta| !delta.is_none()) else {
+        let choice = Fields::of(&choice)?;
+        let Some(delta) = choice.get(intern!(py, "delta"))?.filter(|delta| !delta.is_none()) else {
             continue;
         };
-        let index = match field(&choice, intern!(py, "index"))? {
+        let index = match choice.get(intern!(py, "index"))? {
             Some(index) if index.is_instance_of::<PyInt>() => index,
             _ => position.into_pyobject(py)?.into_any(),
         };
-        if let Some(content) = text(field(&delta, intern!(py, "content"))?) {
+        let delta = Fields::of(&delta)?;
+        if let Some(content) = text(delta.get(intern!(py, "content"))?) {
             let stream = PyTuple::new(py, [index.clone(), intern!(py, "text").clone().into_any()])?;
             found.append(PyTuple::new(py, [stream.into_any(), content.into_any()])?)?;
         }
-        let Some(calls) = field(&delta, intern!(py, "tool_calls"))? else {
+        let Some(calls) = delta.get(intern!(py, "tool_calls"))? else {
             continue;
         };
         for (order, call) in items(&calls).enumerate() {
-            let arguments = match field(&call, intern!(py, "function"))? {
+            let call = Fields::of(&call)?;
+            let arguments = match call.get(intern!(py, "function"))? {
                 Some(function) if !function.is_none() => text(field(&function, intern!(py, "arguments"))?),
                 _ => None,
             };
             let Some(arguments) = arguments else {
                 continue;
             };
-            let call_index = match field(&call, intern!(py, "index"))? {
+            let call_index = match call.get(intern!(py, "index"))? {
                 Some(call_index) if call_index.is_instance_of::<PyInt>() => call_index,
                 _ => order.into_pyobject(py)?.into_any(),
             };
