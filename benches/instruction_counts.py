@@ -16,15 +16,29 @@ iteration with an empty body, subtracted).
 
 Needs valgrind and an installed doomloop (the release build: ``maturin develop --release`` or
 the wheel).
+
+The regression guard (CI runs it against the wheel it built)::
+
+    python benches/instruction_counts.py --check    # fail if a path grew over 5% of the baseline
+    python benches/instruction_counts.py --update   # measure the baseline anew
+
+``--check`` measures every path in ``benches/instruction_baseline.json`` and exits 1 when one
+costs more than ``TOLERANCE`` over its baseline. The baseline is measured on the wheel CI builds
+(``maturin build --release --zig --compatibility manylinux2014``, CPython 3.11): a local
+``maturin develop`` build is compiled differently and counts a few percent apart. Updating it
+is a deliberate commit that says why the counts moved.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 _LITELLM_SETUP = (
     "import asyncio, os\n"
@@ -219,6 +233,13 @@ def measure(name: str) -> float:
     return (_count(script(n)) - _count(script(0))) / (n * per_n)
 
 
+BASELINE = Path(__file__).with_name("instruction_baseline.json")
+TOLERANCE = 0.05
+"""How much a path may grow over its baseline before ``--check`` fails."""
+GUARDED = ["session", "session_recommended", "tool", "monitor", "chant", "token", "registry", "blocked", "warned"]
+"""The paths the regression guard holds to the baseline."""
+
+
 def main(names: list[str]) -> None:
     loop = measure("loop")
     for name in names or [name for name in SCENARIOS if not name.startswith("litellm_")]:
@@ -229,5 +250,49 @@ def main(names: list[str]) -> None:
         print(line)
 
 
+def check() -> int:
+    """Measure the guarded paths against the baseline; 1 when one grew over the tolerance."""
+    baseline = json.loads(BASELINE.read_text(encoding="utf-8"))["instructions"]
+    failed = []
+    for name, base in baseline.items():
+        count = measure(name)
+        growth = count / base - 1
+        verdict = "OVER" if growth > TOLERANCE else "ok"
+        print(f"{name:20} {count:>14,.1f}  baseline {base:>14,.1f}  {growth:+7.2%}  {verdict}")
+        if growth > TOLERANCE:
+            failed.append(name)
+    if failed:
+        print(
+            f"instruction counts grew over {TOLERANCE:.0%} of {BASELINE.name}: {', '.join(failed)} "
+            "(make them cheaper again, or update the baseline in a commit that says why)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def update() -> None:
+    counts = {name: round(measure(name), 1) for name in GUARDED}
+    document = {
+        "about": "Instruction counts per operation of the paths benches/instruction_counts.py --check guards, "
+        "measured on the wheel CI builds (CPython 3.11, valgrind 3.19). Update in a commit that says why.",
+        "instructions": counts,
+    }
+    BASELINE.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    for name, count in counts.items():
+        print(f"{name:20} {count:>14,.1f}")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    parser = argparse.ArgumentParser(description="Instruction counts of doomloop's hot paths under callgrind.")
+    parser.add_argument("names", nargs="*", help="measures to print (default: every one but the LiteLLM pair)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help=f"fail when a path grew over {TOLERANCE:.0%} of the baseline")
+    mode.add_argument("--update", action="store_true", help="measure the baseline anew")
+    arguments = parser.parse_args()
+    if arguments.check:
+        sys.exit(check())
+    if arguments.update:
+        update()
+    else:
+        main(arguments.names)

@@ -385,7 +385,7 @@ class _Watch:
                 return True
             if stream == self._answer_stream:
                 self.answer.append(text)
-            elif self._answer_stream is None and stream[1] == "text":
+            elif self._answer_stream is None and isinstance(stream, tuple) and stream[1:] == ("text",):
                 self._answer_stream = stream
                 self.answer.append(text)
         return False
