@@ -268,6 +268,7 @@ class _Core:
         if pause > 0:
             yield _Sleep(pause)
         lost = 0
+        paused = False
         while lost <= self.retries:
             data = apply(fn, base)
             if not self.outage.may_call():
@@ -292,6 +293,16 @@ class _Core:
                 expected, reset = None, True
                 continue
             lost += 1
+            if lost > 1 and not paused:
+                # Lost twice in a row: the writers are in step. A random pause of up to
+                # 2^lost round trips (at most _MAX_PAUSE) spreads them out. The entry in hand
+                # is stale after it, so the attempt after a pause only fetches the winner's
+                # (as its conflict reply) for an immediate retry, which pauses no more.
+                rtt = time.monotonic() - sent
+                yield _Sleep(random.uniform(0.0, min(rtt * 2.0**lost, _MAX_PAUSE)))
+                paused = True
+            else:
+                paused = False
             if isinstance(reply, Entry):
                 expected, base, pending = reply.version, reply.data, False
                 # Kept even if every attempt loses: the next call then starts from it.
@@ -389,7 +400,7 @@ class RedisStore:
     __slots__ = ("_core", "_client", "_cas", "_load", "_failures", "_turns")
 
     def __init__(
-        self, url: str, *, prefix: str = "doomloop:", timeout: float = 0.5, on_error: OnError = "open", retries: int = 16
+        self, url: str, *, prefix: str = "doomloop:", timeout: float = 0.5, on_error: OnError = "open", retries: int = 64
     ) -> None:
         self._core = _Core("RedisStore", url, prefix, timeout, on_error, retries)
         try:
@@ -498,7 +509,7 @@ class AsyncRedisStore:
     __slots__ = ("_core", "_connect", "_clients", "_lock", "_failures")
 
     def __init__(
-        self, url: str, *, prefix: str = "doomloop:", timeout: float = 0.5, on_error: OnError = "open", retries: int = 16
+        self, url: str, *, prefix: str = "doomloop:", timeout: float = 0.5, on_error: OnError = "open", retries: int = 64
     ) -> None:
         self._core = _Core("AsyncRedisStore", url, prefix, timeout, on_error, retries)
         try:
