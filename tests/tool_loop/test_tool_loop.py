@@ -406,11 +406,12 @@ def test_params_changed_by_another_thread_while_hashed_are_not_remembered_wrongl
     # Hashing a string this long releases the interpreter, so another thread can change the
     # dict in the middle of a hook. A digest a later hook reuses must be that of the content
     # it is then handed. Whether the other thread gets in during the hook is up to the OS, so
-    # a few attempts make sure it did at least once.
+    # attempts make sure it did at least once (on a loaded machine the other thread may miss
+    # many windows, each one hash of the string long).
     big = "x" * (32 * doomloop._core.HASH_DETACH_THRESHOLD)
     interval = sys.getswitchinterval()
     changed_during_a_hook = False
-    for _ in range(10):
+    for _ in range(100):
         params: Dict[str, Any] = {"n": 0, "big": big}
         detector = ToolLoopDetector()
         go = threading.Event()
