@@ -33,18 +33,24 @@ def check_commit_order(final: Dict[str, bytes], committed: Dict[int, List[Tuple[
 
 
 def test_two_processes_on_one_key_lose_no_update(redis_url: str, prefix: str) -> None:
-    committed, _ = run_workers(redis_url, ["hot"], workers=2, count=UPDATES, prefix=prefix, **OPTIONS)
-    connection = client(redis_url)
-    final = {"hot": connection.hget(f"{prefix}hot", "d")}
-    connection.close()
-    found = records(final["hot"])
-    assert len(found) == 2 * UPDATES
-    for worker in (0, 1):
-        assert [n for w, n in found if w == worker] == list(range(UPDATES))
-    check_commit_order(final, committed)
-    # Both processes wrote in turn, not one after the other.
-    switches = sum(1 for before, after in itertools.pairwise(found) if before[0] != after[0])
-    assert switches > 10
+    # Run again (with keys of its own) while the processes did not write in turn: on a loaded
+    # machine the OS may run one's updates back to back, which proves nothing about contention.
+    # Every run's updates are checked.
+    for attempt in range(3):
+        keys = f"{prefix}{attempt}:"
+        committed, _ = run_workers(redis_url, ["hot"], workers=2, count=UPDATES, prefix=keys, **OPTIONS)
+        connection = client(redis_url)
+        final = {"hot": connection.hget(f"{keys}hot", "d")}
+        connection.close()
+        found = records(final["hot"])
+        assert len(found) == 2 * UPDATES
+        for worker in (0, 1):
+            assert [n for w, n in found if w == worker] == list(range(UPDATES))
+        check_commit_order(final, committed)
+        # Both processes wrote in turn, not one after the other.
+        if sum(1 for before, after in itertools.pairwise(found) if before[0] != after[0]) > 10:
+            return
+    raise AssertionError("the processes never wrote in turn in 3 runs")
 
 
 def test_two_processes_on_distinct_and_shared_keys_lose_no_update(redis_url: str, prefix: str) -> None:
