@@ -88,6 +88,60 @@ class RedisServer:
             self._process = None
 
 
+class RedisCluster:
+    """A private three-node Redis Cluster (three primaries, no replicas, all 16,384 slots) on
+    free loopback ports, each node in a folder of its own, without persistence."""
+
+    def __init__(self, folder: str) -> None:
+        binary, cli = shutil.which("redis-server"), shutil.which("redis-cli")
+        if binary is None or cli is None:
+            unavailable("redis-server and redis-cli are not installed (apt-get install redis-server)")
+        self.binary, self.cli = binary, cli
+        self.folder = folder
+        self.ports = [free_port() for _ in range(3)]
+        # Each node's cluster bus on a free port of its own (by default it is the port plus
+        # 10,000, past 65,535 for a high free port).
+        self.bus_ports = [free_port() for _ in range(3)]
+        self.url = f"redis://127.0.0.1:{self.ports[0]}/0"
+        self._processes: List[subprocess.Popen[bytes]] = []
+
+    def start(self) -> None:
+        for port, bus in zip(self.ports, self.bus_ports, strict=True):
+            node = os.path.join(self.folder, str(port))
+            os.makedirs(node, exist_ok=True)
+            command = [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+            command += ["--cluster-enabled", "yes", "--cluster-port", str(bus), "--cluster-config-file", "nodes.conf"]
+            command += ["--loglevel", "warning"]
+            self._processes.append(subprocess.Popen(command, cwd=node, stdout=subprocess.DEVNULL))
+        for port in self.ports:
+            self._wait(port, b"PONG", "ping")
+        nodes = [f"127.0.0.1:{port}" for port in self.ports]
+        create = [self.cli, "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"]
+        made = subprocess.run(create, capture_output=True, timeout=60)
+        if made.returncode != 0:
+            self.kill()
+            pytest.fail(f"redis-cli --cluster create failed: {made.stdout.decode()[-2000:]}{made.stderr.decode()[-2000:]}")
+        for port in self.ports:
+            self._wait(port, b"cluster_state:ok", "cluster", "info")
+
+    def _wait(self, port: int, expected: bytes, *command: str) -> None:
+        deadline = time.monotonic() + 30
+        while True:
+            probe = subprocess.run([self.cli, "-p", str(port), *command], capture_output=True, timeout=10)
+            if expected in probe.stdout:
+                return
+            if time.monotonic() > deadline:
+                self.kill()
+                pytest.fail(f"the cluster node on port {port} did not answer {expected!r} to {' '.join(command)}")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        for process in self._processes:
+            process.kill()
+            process.wait()
+        self._processes = []
+
+
 @contextlib.contextmanager
 def server_url() -> Iterator[str]:
     """The URL the tests run against: ``DOOMLOOP_REDIS_URL``, or a private server's."""

@@ -190,10 +190,17 @@ class _Core:
     """A Redis store's options, local copies and outage policy, and the logic of each method
     as a generator of Redis calls (see the module docstring)."""
 
-    __slots__ = ("url", "server", "timeout", "retries", "outage", "_prefix", "_lock", "_copies")
+    __slots__ = ("url", "server", "timeout", "retries", "cluster", "outage", "_prefix", "_lock", "_copies")
 
-    def __init__(self, owner: str, url: object, prefix: object, timeout: object, on_error: object, retries: object) -> None:
+    def __init__(
+        self, owner: str, url: object, prefix: object, timeout: object, on_error: object, retries: object, cluster: object
+    ) -> None:
         self.url, self.server = _check_url(owner, url)
+        if not isinstance(cluster, bool):
+            raise TypeError(f"{owner}.cluster must be a bool, got {type(cluster).__name__}")
+        if cluster:
+            _check_cluster_url(owner, url)
+        self.cluster = cluster
         if not isinstance(prefix, str):
             raise TypeError(f"{owner}.prefix must be a str, got {type(prefix).__name__}")
         self._prefix = prefix.encode("utf-8", "surrogateescape")
@@ -376,6 +383,15 @@ def _check_url(owner: str, url: object) -> Tuple[str, str]:
     return url, f"{parts.scheme}://{parts.hostname or 'localhost'}:{port or 6379}"
 
 
+def _check_cluster_url(owner: str, url: object) -> None:
+    # A cluster has one database, 0, and no unix sockets: a URL naming either is a mistake.
+    parts = urlsplit(str(url))
+    if parts.scheme == "unix":
+        raise ConfigError(f"{owner}.url", "a Redis Cluster is reached by redis:// or rediss://, not a unix socket")
+    if parts.path.strip("/") not in ("", "0"):
+        raise ConfigError(f"{owner}.url", f"a Redis Cluster has only database 0, the URL names {parts.path.strip('/')!r}")
+
+
 def _redis_missing(error: ImportError) -> ImportError:
     missing = ImportError(f"a Redis store needs redis-py: {install_hint('redis')}")
     missing.__cause__ = error
@@ -395,31 +411,47 @@ class RedisStore:
             back, and raise nothing; ``"closed"``: raise :class:`~doomloop.errors.StoreUnavailable`
             (and :class:`~doomloop.errors.StoreCorrupt` for a corrupt entry).
         retries: how many times :meth:`update` tries again after losing to another writer.
+        cluster: ``url`` names a node of a Redis Cluster (redis-py's ``RedisCluster`` client,
+            which finds the others): every call touches one key, so it runs on that key's node.
     """
 
-    __slots__ = ("_core", "_client", "_cas", "_load", "_failures", "_turns")
+    __slots__ = ("_core", "_connect", "_client", "_connecting", "_failures", "_turns")
 
     def __init__(
-        self, url: str, *, prefix: str = "doomloop:", timeout: float = 0.5, on_error: OnError = "open", retries: int = 64
+        self,
+        url: str,
+        *,
+        prefix: str = "doomloop:",
+        timeout: float = 0.5,
+        on_error: OnError = "open",
+        retries: int = 64,
+        cluster: bool = False,
     ) -> None:
-        self._core = _Core("RedisStore", url, prefix, timeout, on_error, retries)
+        self._core = _Core("RedisStore", url, prefix, timeout, on_error, retries, cluster)
         try:
             import redis
+            import redis.cluster
             from redis.backoff import NoBackoff
             from redis.retry import Retry
         except ImportError as error:
             raise _redis_missing(error) from error
-        # No retries inside redis-py: a resent script after a lost reply could apply an update
-        # twice, and the outage backoff already decides when to try again.
-        self._client: redis.Redis = redis.Redis.from_url(
-            self._core.url,
-            socket_timeout=self._core.timeout,
-            socket_connect_timeout=self._core.timeout,
-            retry=Retry(NoBackoff(), 0),
-        )
-        self._cas: Script = self._client.register_script(_CAS)
-        self._load: Script = self._client.register_script(_LOAD)
-        self._failures = (redis.RedisError, OSError)
+        core = self._core
+        kind: Any = redis.cluster.RedisCluster if cluster else redis.Redis
+
+        def connect() -> Tuple[Any, Script, Script]:
+            # No retries inside redis-py: a resent script after a lost reply could apply an
+            # update twice, and the outage backoff already decides when to try again.
+            client = kind.from_url(
+                core.url, socket_timeout=core.timeout, socket_connect_timeout=core.timeout, retry=Retry(NoBackoff(), 0)
+            )
+            return client, client.register_script(_CAS), client.register_script(_LOAD)
+
+        # Made on the first call: a cluster client reaches the cluster as it is made, and no
+        # store connects before its first call (an unreachable one counts as an outage then).
+        self._connect = connect
+        self._client: Optional[Tuple[Any, Script, Script]] = None
+        self._connecting = threading.Lock()
+        self._failures = (redis.RedisError, redis.exceptions.RedisClusterException, OSError)
         self._turns = KeyTurns()
 
     def load(self, key: SessionKey) -> Optional[Entry]:
@@ -453,7 +485,10 @@ class RedisStore:
 
     def close(self) -> None:
         """Close the connections (a later call opens new ones)."""
-        self._client.close()
+        with self._connecting:
+            made, self._client = self._client, None
+        if made is not None:
+            made[0].close()
 
     def __enter__(self) -> RedisStore:
         return self
@@ -473,13 +508,23 @@ class RedisStore:
                 reply = None
                 continue
             try:
+                client, cas, load = self._connection()
                 if call.op == "delete":
-                    self._client.delete(call.key)
+                    client.delete(call.key)
                     reply = None
                 else:
-                    reply = _parse((self._cas if call.op == "cas" else self._load)(keys=[call.key], args=call.args))
+                    reply = _parse((cas if call.op == "cas" else load)(keys=[call.key], args=call.args))
             except self._failures as error:
                 reply = _Failure(error)
+
+    def _connection(self) -> Tuple[Any, Script, Script]:
+        made = self._client
+        if made is None:
+            with self._connecting:
+                made = self._client
+                if made is None:
+                    made = self._client = self._connect()
+        return made
 
 
 class _LoopClient(NamedTuple):
@@ -509,21 +554,30 @@ class AsyncRedisStore:
     __slots__ = ("_core", "_connect", "_clients", "_lock", "_failures")
 
     def __init__(
-        self, url: str, *, prefix: str = "doomloop:", timeout: float = 0.5, on_error: OnError = "open", retries: int = 64
+        self,
+        url: str,
+        *,
+        prefix: str = "doomloop:",
+        timeout: float = 0.5,
+        on_error: OnError = "open",
+        retries: int = 64,
+        cluster: bool = False,
     ) -> None:
-        self._core = _Core("AsyncRedisStore", url, prefix, timeout, on_error, retries)
+        self._core = _Core("AsyncRedisStore", url, prefix, timeout, on_error, retries, cluster)
         try:
             import redis
             import redis.asyncio
+            import redis.asyncio.cluster
             from redis.asyncio.retry import Retry
             from redis.backoff import NoBackoff
         except ImportError as error:
             raise _redis_missing(error) from error
         core = self._core
+        kind: Any = redis.asyncio.cluster.RedisCluster if cluster else redis.asyncio.Redis
 
         def connect() -> _LoopClient:
             # No retries inside redis-py: see RedisStore.
-            client = redis.asyncio.Redis.from_url(
+            client = kind.from_url(
                 core.url, socket_timeout=core.timeout, socket_connect_timeout=core.timeout, retry=Retry(NoBackoff(), 0)
             )
             return _LoopClient(client, client.register_script(_CAS), client.register_script(_LOAD), AsyncKeyTurns())
@@ -532,7 +586,7 @@ class AsyncRedisStore:
         # Weak: a loop that is gone takes its client with it.
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
-        self._failures = (redis.RedisError, OSError)
+        self._failures = (redis.RedisError, redis.exceptions.RedisClusterException, OSError)
 
     def _client(self) -> _LoopClient:
         """The running loop's client, made on its first call (a RuntimeError outside a loop)."""

@@ -128,7 +128,8 @@ class DoomLoopGuardrail(CustomGuardrail):  # type: ignore[misc]  # litellm is un
     - ``redis_url``: share sessions between proxy replicas through Redis; ``redis_prefix``
       (default ``"doomloop:litellm:"``), ``redis_on_error`` (``"open"``, the default, or
       ``"closed"``: refuse requests with HTTP 400 while Redis cannot be reached),
-      ``redis_timeout`` (seconds, default 0.5);
+      ``redis_timeout`` (seconds, default 0.5), ``redis_cluster`` (default false: the URL
+      names a node of a Redis Cluster);
     - ``session_key``: a dotted path to ``function(request_data, user_api_key_dict) -> str |
       None`` naming a request's session (None falls back to the default order);
     - ``session_ttl`` (seconds idle, default 1800) and ``max_sessions`` (default 100000);
@@ -146,6 +147,7 @@ class DoomLoopGuardrail(CustomGuardrail):  # type: ignore[misc]  # litellm is un
         redis_prefix: str = "doomloop:litellm:",
         redis_on_error: str = "open",
         redis_timeout: float = 0.5,
+        redis_cluster: bool = False,
         session_key: Any = None,
         session_ttl: float = _DEFAULT_TTL,
         max_sessions: int = _DEFAULT_MAX_SESSIONS,
@@ -169,7 +171,13 @@ class DoomLoopGuardrail(CustomGuardrail):  # type: ignore[misc]  # litellm is un
             self.exporter = _exporter(None if metrics_port is None else int(metrics_port), metrics_addr)
         store = None
         if redis_url:
-            store = AsyncRedisStore(redis_url, prefix=redis_prefix, on_error=redis_on_error, timeout=float(redis_timeout))  # type: ignore[arg-type]
+            store = AsyncRedisStore(
+                redis_url,
+                prefix=redis_prefix,
+                on_error=redis_on_error,  # type: ignore[arg-type]
+                timeout=float(redis_timeout),
+                cluster=redis_cluster,
+            )
         # The conversations: a gateway registry of Conversation monitors, in this process or,
         # with a Redis URL, shared by every proxy replica (one update of a conversation's blob
         # per request; an outage follows the store's on_error policy).
