@@ -93,11 +93,18 @@ class Streams:
 
     def feed(self, stream: Hashable, text: str) -> Optional[ChantEvent]:
         """Feed ``text`` to ``stream``'s detector; the chant it completes, if any."""
+        return self.found(self.detector(stream).feed(text))
+
+    def detector(self, stream: Hashable) -> ChantDetector:
+        """``stream``'s detector, made on its first use."""
         detectors = self._detectors
         detector = detectors.get(stream)
         if detector is None:
             detector = detectors[stream] = self._new()
-        event = detector.feed(text)
+        return detector
+
+    def found(self, event: Optional[ChantEvent]) -> Optional[ChantEvent]:
+        """Note what a detector's feed returned (the first chant is :attr:`event`); returns it."""
         if event is not None and self.event is None:
             self.event = event
         return event

@@ -25,7 +25,7 @@ from litellm.integrations.custom_guardrail import CustomGuardrail
 from litellm.types.guardrails import GuardrailEventHooks
 
 from ... import _log
-from ...chant import ChantDetector
+from ...chant import ChantDetector, ChantEvent
 from ...errors import ConfigError, StoreUnavailable
 from ...events import log_extra
 from ...findings import CRITICAL, Finding, shorten
@@ -367,13 +367,15 @@ class _Watch:
     """One response's streams of text as the stream hook reads them: their chant detectors,
     the answer's text (the first text stream's), and the cut, once one chants."""
 
-    __slots__ = ("_streams", "_read", "answer", "_answer_stream", "cut")
+    __slots__ = ("_streams", "_read", "answer", "_answer_stream", "_answer_feed", "cut")
 
     def __init__(self, new: Callable[[], ChantDetector]) -> None:
         self._streams = Streams(new)
         self._read: Optional[Pieces] = None
         self.answer: List[str] = []
         self._answer_stream: Any = None
+        # The answer's detector's feed, at hand: most chunks are the answer's text.
+        self._answer_feed: Optional[Callable[[str], Optional[ChantEvent]]] = None
         self.cut: Optional[LoopInStream] = None
 
     def saw(self, chunk: Any) -> bool:
@@ -386,15 +388,21 @@ class _Watch:
                 return False
         if self.cut is not None:
             return False
-        feed = self._streams.feed
+        streams = self._streams
         for stream, text in read(chunk):
-            if feed(stream, text) is not None:
-                self.cut = _cut(self._streams)
-                return True
-            if stream == self._answer_stream:
-                self.answer.append(text)
-            elif self._answer_stream is None and isinstance(stream, tuple) and stream[1:] == ("text",):
+            answer = stream == self._answer_stream
+            if not answer and self._answer_stream is None and isinstance(stream, tuple) and stream[1:] == ("text",):
                 self._answer_stream = stream
+                self._answer_feed = streams.detector(stream).feed
+                answer = True
+            if answer:
+                event = streams.found(self._answer_feed(text))  # type: ignore[misc]
+            else:
+                event = streams.feed(stream, text)
+            if event is not None:
+                self.cut = _cut(streams)
+                return True
+            if answer:
                 self.answer.append(text)
         return False
 
