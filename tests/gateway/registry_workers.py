@@ -174,12 +174,13 @@ TURNS = 10
 """More handovers between callers than this show that they took turns, not one after the other."""
 
 
-def interleaved(run: Callable[[], List[Seen]], hooks: int, attempts: int = 3) -> None:
-    """:func:`check_commit_order` on what ``run`` saw, run again (up to ``attempts`` times) while
-    the callers did not take turns: on a loaded machine the OS may run one process's calls
-    back to back, which proves nothing about contention (every run's order is still checked)."""
-    for _ in range(attempts):
-        if check_commit_order(run(), hooks) > TURNS:
+def interleaved(run: Callable[[str], List[Seen]], prefix: str, hooks: int, attempts: int = 3) -> None:
+    """:func:`check_commit_order` on what ``run(key_prefix)`` saw, run again (up to ``attempts``
+    times, each on keys of its own under ``prefix``) while the callers did not take turns: on a
+    loaded machine the OS may run one process's calls back to back, which proves nothing about
+    contention (every run's order is still checked)."""
+    for attempt in range(attempts):
+        if check_commit_order(run(f"{prefix}{attempt}:"), hooks) > TURNS:
             return
     raise AssertionError(f"the callers never took turns in {attempts} runs")
 

@@ -68,7 +68,9 @@ def test_tasks_on_distinct_sessions_keep_their_own_state(redis_url: str, prefix:
 
 def test_two_processes_each_running_an_event_loop_match_one_process_in_commit_order(redis_url: str, prefix: str) -> None:
     steps = 300
-    interleaved(lambda: run_drivers(drive_async, redis_url, prefix, workers=2, steps=steps), hooks=2 * 2 * TASKS * steps)
+    interleaved(
+        lambda keys: run_drivers(drive_async, redis_url, keys, workers=2, steps=steps), prefix, hooks=2 * 2 * TASKS * steps
+    )
 
 
 def test_sync_and_asyncio_replicas_share_a_session(redis_url: str, prefix: str) -> None:

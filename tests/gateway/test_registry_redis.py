@@ -16,7 +16,7 @@ STEPS = 600
 
 
 def test_two_processes_on_one_session_match_one_process_in_commit_order(redis_url: str, prefix: str) -> None:
-    interleaved(lambda: run_drivers(drive, redis_url, prefix, workers=2, steps=STEPS), hooks=4 * STEPS)
+    interleaved(lambda keys: run_drivers(drive, redis_url, keys, workers=2, steps=STEPS), prefix, hooks=4 * STEPS)
 
 
 def test_a_replica_picks_up_the_state_another_wrote(redis_url: str, prefix: str) -> None:
