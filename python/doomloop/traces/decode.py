@@ -69,13 +69,22 @@ def kind(value: Any) -> str:
 
 def tokens(usage: Any) -> Tuple[Optional[int], Optional[int]]:
     """``(input_tokens, output_tokens)`` of a usage object, in the names of either API
-    (``input_tokens``/``output_tokens`` or ``prompt_tokens``/``completion_tokens``)."""
-    if not isinstance(usage, dict):
+    (``input_tokens``/``output_tokens`` or ``prompt_tokens``/``completion_tokens``); a count
+    that is not a non-negative integer is None."""
+    if type(usage) is not dict and not isinstance(usage, dict):
         return None, None
-    given = usage.get("input_tokens", usage.get("prompt_tokens"))
-    produced = usage.get("output_tokens", usage.get("completion_tokens"))
+    get = usage.get
+    given = get("input_tokens")
+    if given is None:
+        given = get("prompt_tokens")
+    produced = get("output_tokens")
+    if produced is None:
+        produced = get("completion_tokens")
     return _count(given), _count(produced)
 
 
 def _count(value: Any) -> Optional[int]:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    # The exact type first: what a decoder gives (a bool is an int, but not a count).
+    if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)):
+        return value if value >= 0 else None
+    return None

@@ -68,9 +68,36 @@ class FirstFindings(NamedTuple):
 def replay(run: Run, monitor: Monitor) -> Iterator[Replayed]:
     """Feed ``run`` to ``monitor`` step by step and yield every finding in the order it was
     raised. A loop that holds is reported at every step it holds."""
+    # One loop with the tool call inline: a scan runs it once per step of every session, and
+    # a generator per step would cost more than the call's own bookkeeping.
+    before, after = monitor.before_tool_call, monitor.after_tool_call
     for index, step in enumerate(run.steps):
-        for after_call, finding in _replay_step(step, monitor):
-            yield Replayed(index, after_call, finding)
+        if step.kind != "tool":
+            for finding in _other_step(step, monitor):
+                yield Replayed(index, False, finding)
+            continue
+        tool = step.tool or ""
+        call_id = step.call_id
+        if step.thought:
+            for finding in monitor.record_response(step.thought):
+                yield Replayed(index, False, finding)
+        params = step.arguments
+        if params is not None and type(params) is not dict:
+            params = _params(params)
+        decision = before(tool, params, call_id=call_id)
+        for finding in decision.findings:
+            yield Replayed(index, False, finding)
+        if decision.blocked:
+            found = after(tool, params, result=decision.blocked_result, call_id=call_id)
+        elif step.error is not None or (step.is_error and step.returncode is None):
+            # The tool could not run at all: that is an error, which the detector keeps apart
+            # from results (and reads for an unknown tool's name).
+            error = step.error if step.error is not None else step.result_text
+            found = after(tool, params, error=error, call_id=call_id)
+        else:
+            found = after(tool, params, result=step.result_text, call_id=call_id, success=not step.is_error)
+        for finding in found:
+            yield Replayed(index, True, finding)
 
 
 def first_findings(run: Run, monitor: Monitor) -> FirstFindings:
@@ -88,41 +115,13 @@ def kind_of(finding: Finding) -> str:
     return finding.detector
 
 
-def _replay_step(step: Step, monitor: Monitor) -> Iterator[tuple[bool, Finding]]:
+def _other_step(step: Step, monitor: Monitor) -> List[Finding]:
     kind = step.kind
     if kind == "user":
-        found = monitor.record_user_message(step.text or "")
-    elif kind == "assistant":
-        found = monitor.record_response(step.text or "")
-    elif kind == "compaction":
-        found = monitor.record_compaction()
-    else:
-        yield from _replay_call(step, monitor)
-        return
-    for finding in found:
-        yield False, finding
-
-
-def _replay_call(step: Step, monitor: Monitor) -> Iterator[tuple[bool, Finding]]:
-    tool = step.tool or ""
-    if step.thought:
-        for finding in monitor.record_response(step.thought):
-            yield False, finding
-    params = _params(step.arguments)
-    decision = monitor.before_tool_call(tool, params, call_id=step.call_id)
-    for finding in decision.findings:
-        yield False, finding
-    if decision.blocked:
-        after = monitor.after_tool_call(tool, params, result=decision.blocked_result, call_id=step.call_id)
-    elif step.error is not None or (step.is_error and step.returncode is None):
-        # The tool could not run at all: that is an error, which the detector keeps apart
-        # from results (and reads for an unknown tool's name).
-        error = step.error if step.error is not None else step.result_text
-        after = monitor.after_tool_call(tool, params, error=error, call_id=step.call_id)
-    else:
-        after = monitor.after_tool_call(tool, params, result=step.result_text, call_id=step.call_id, success=not step.is_error)
-    for finding in after:
-        yield True, finding
+        return monitor.record_user_message(step.text or "")
+    if kind == "assistant":
+        return monitor.record_response(step.text or "")
+    return monitor.record_compaction()
 
 
 def _params(arguments: Any) -> Optional[Mapping[str, Any]]:

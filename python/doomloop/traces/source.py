@@ -14,6 +14,7 @@ import gzip
 import io
 import os
 import sys
+from itertools import chain
 from typing import IO, Any, Callable, Iterator, List, Optional, Tuple, Union
 
 from .decode import JSONDecodeError, loads, not_json
@@ -102,7 +103,7 @@ def records(stream: IO[bytes], report: Report, max_line_bytes: int = MAX_LINE_BY
     if len(held) == 2 and not _decodes(held[0][1]) and not _decodes(held[1][1]) and held[0][1].lstrip()[:1] in (b"[", b"{"):
         yield from _document(held, stream, report, max_line_bytes)
         return
-    for number, raw in _chain(held, lines):
+    for number, raw in chain(held, lines):
         try:
             value = loads(raw)
         except (JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
@@ -117,11 +118,6 @@ def _decodes(raw: bytes) -> bool:
     except (JSONDecodeError, UnicodeDecodeError, RecursionError):
         return False
     return True
-
-
-def _chain(held: List[Tuple[int, bytes]], rest: Iterator[Tuple[int, bytes]]) -> Iterator[Tuple[int, bytes]]:
-    yield from held
-    yield from rest
 
 
 def _lines(stream: IO[bytes], report: Report, max_line_bytes: int) -> Iterator[Tuple[int, bytes]]:
