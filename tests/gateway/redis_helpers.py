@@ -202,12 +202,17 @@ def append_worker(store: Any, keys: Sequence[str], worker: int, count: int) -> L
     return committed
 
 
-def count_worker(store: Any, keys: Sequence[str], worker: int, count: int) -> None:
+def count_worker(store: Any, keys: Sequence[str], worker: int, count: int) -> List[float]:
     """``count`` updates of ``keys[worker % len(keys)]`` (one key for all workers, or one
-    each) that each add one to the counter heading its blob (see :func:`bump`)."""
+    each) that each add one to the counter heading its blob (see :func:`bump`). Returns the
+    seconds each update took."""
     key = keys[worker % len(keys)]
+    taken: List[float] = []
     for _ in range(count):
+        began = time.perf_counter()
         store.update(key, bump, 60)
+        taken.append(time.perf_counter() - began)
+    return taken
 
 
 def counted(size: int, value: int = 0) -> bytes:

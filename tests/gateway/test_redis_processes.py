@@ -1,4 +1,4 @@
-"""Two gateway processes serving the same sessions through RedisStore lose no update: each
+"""Two (and four) gateway processes serving the same sessions through RedisStore lose no update: each
 process appends its (process, n) records with thousands of updates, and the final blob is
 exactly the updates in the order Redis committed them."""
 
@@ -11,6 +11,7 @@ from typing import Dict, List, Tuple
 from redis_helpers import RECORD, client, records, run_workers
 
 UPDATES = 3000
+WORKERS = 4  # the processes of the one-key test at the default settings
 # Fail-closed, so any update that does not reach Redis fails its worker. Generous bounds: the
 # test is about lost updates, not about how slow a shared CI machine may get.
 OPTIONS = {"on_error": "closed", "retries": 100, "timeout": 5.0}
@@ -49,6 +50,28 @@ def test_two_processes_on_one_key_lose_no_update(redis_url: str, prefix: str) ->
         check_commit_order(final, committed)
         # Both processes wrote in turn, not one after the other.
         if sum(1 for before, after in itertools.pairwise(found) if before[0] != after[0]) > 10:
+            return
+    raise AssertionError("the processes never wrote in turn in 3 runs")
+
+
+def test_four_processes_on_one_key_at_the_default_settings_lose_and_fail_no_update(redis_url: str, prefix: str) -> None:
+    # Sustained contention: four processes updating one key as fast as they can, with the
+    # default retries and timeout. Fail-closed, so an update whose attempts all lose (or whose
+    # wait for a turn runs out) fails its worker instead of being kept locally.
+    updates = 1500
+    for attempt in range(3):
+        keys = f"{prefix}four{attempt}:"
+        committed, _ = run_workers(redis_url, ["hot"], workers=WORKERS, count=updates, prefix=keys, on_error="closed")
+        connection = client(redis_url)
+        final = {"hot": connection.hget(f"{keys}hot", "d")}
+        assert connection.hget(f"{keys}hot", "q") is None  # every writer left the queue
+        connection.close()
+        found = records(final["hot"])
+        assert len(found) == WORKERS * updates
+        for worker in range(WORKERS):
+            assert [n for w, n in found if w == worker] == list(range(updates))
+        check_commit_order(final, committed)
+        if sum(1 for before, after in itertools.pairwise(found) if before[0] != after[0]) > 40:
             return
     raise AssertionError("the processes never wrote in turn in 3 runs")
 

@@ -132,6 +132,76 @@ def test_contention_past_the_retries_fails_open_and_the_update_follows(
         assert two.update("s", append(b"3"), 60) == b"12ab3"
 
 
+def server_ms(raw: Any) -> int:
+    seconds, micros = raw.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def test_a_writer_that_loses_twice_queues_and_then_only_it_may_write(redis_url: str, prefix: str, raw: Any) -> None:
+    with RedisStore(redis_url, prefix=prefix) as one, RedisStore(redis_url, prefix=prefix) as two:
+        one.update("s", append(b"1"), 60)
+        seen = []
+
+        def fn(data: Optional[bytes]) -> bytes:
+            # Each of one's first three attempts loses to a write of two's; the third loss puts
+            # one in the queue (it queues once it has lost twice), at its head.
+            seen.append(data)
+            if len(seen) <= 3:
+                two.update("s", append(b"2"), 60)
+            elif len(seen) == 4:
+                queue = raw.hget(f"{prefix}s", "q")
+                assert queue is not None and queue.startswith(one._core._token + b":")
+                # While one heads the queue, two's writes are refused: compare_and_set says
+                # so as a conflict, and writes nothing.
+                entry = two.load("s")
+                assert entry is not None and two.compare_and_set("s", entry.version, b"x", 60) is None
+                assert raw.hget(f"{prefix}s", "d") == b"1222"
+            return (data or b"") + b"1"
+
+        assert one.update("s", fn, 60) == b"12221"
+        assert seen == [b"1", b"12", b"122", b"1222"]
+        assert raw.hget(f"{prefix}s", "q") is None  # its write took it out of the queue
+        assert two.update("s", append(b"2"), 60) == b"122212"
+
+
+def test_a_writer_waits_for_the_queue_and_one_not_heard_from_for_a_lease_is_dropped(
+    redis_url: str, prefix: str, raw: Any
+) -> None:
+    # timeout 0.1 s: a lease of 0.2 s. A queued writer that never calls again (a dead process)
+    # holds the key until its lease ends; the store's update waits that long, then writes.
+    with RedisStore(redis_url, prefix=prefix, timeout=0.1) as store:
+        store.update("s", append(b"a"), 60)
+        raw.hset(f"{prefix}s", "q", f"0123abcd:{server_ms(raw)}")
+        began = time.monotonic()
+        assert store.update("s", append(b"b"), 60) == b"ab"
+        assert time.monotonic() - began >= 0.15
+        assert raw.hget(f"{prefix}s", "q") is None
+
+
+def test_a_wait_for_the_queue_past_its_bound_fails_closed(
+    redis_url: str, prefix: str, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from doomloop.gateway import redis_store
+
+    monkeypatch.setattr(redis_store, "_MAX_WAIT", 0.05)
+    with RedisStore(redis_url, prefix=prefix, on_error="closed") as store:
+        store.update("s", append(b"a"), 60)
+        raw.hset(f"{prefix}s", "q", f"0123abcd:{server_ms(raw)}")  # fresh for a lease of 1 s
+        with pytest.raises(StoreUnavailable, match=r"waited over 0.05 s for its turn behind other writers"):
+            store.update("s", append(b"b"), 60)
+        assert raw.hget(f"{prefix}s", "d") == b"a"
+
+
+def test_an_entry_with_an_earlier_releases_contention_mark_is_read_and_the_mark_dropped(
+    store: RedisStore, raw: Any, prefix: str
+) -> None:
+    store.update("s", append(b"a"), 60)
+    raw.hset(f"{prefix}s", "c", "1")
+    assert store.load("s") is not None
+    assert store.update("s", append(b"b"), 60) == b"ab"
+    assert sorted(raw.hkeys(f"{prefix}s")) == [b"d", b"v"]
+
+
 def test_update_checks_fn_and_the_key(store: RedisStore) -> None:
     store.update("s", append(b"a"), 10)
     with pytest.raises(TypeError, match="must be bytes, got str"):

@@ -5,8 +5,10 @@ when a store is made, never by importing this module.
 Each session is one Redis hash ``{v: version, d: data}`` under ``prefix + key``, with the TTL
 restarted on every write. Writes are a compare-and-set in one Lua script (EVALSHA; redis-py
 loads it on ``NOSCRIPT``) which, on a conflict, replies with the entry that won, so a retry
-needs no read. Each store keeps a local copy of the last entry it wrote per key: when the same
-replica serves a session's next call, as it usually does, an update is one round trip.
+needs no read, and keeps a queue of the writers that keep losing, so that under sustained
+contention each gets its turn. Each store keeps a local copy of the last entry it wrote per
+key: when the same replica serves a session's next call, as it usually does, an update is one
+round trip.
 
 Both stores run the same logic: :class:`_Core`'s methods are generators that yield the Redis
 calls to make and receive their replies, and each store only makes the calls, with or
@@ -52,59 +54,101 @@ if TYPE_CHECKING:
 __all__ = ["AsyncRedisStore", "RedisStore"]
 
 # The version of the entry at KEYS[1]; nil when the key does not exist; false and what is wrong
-# when it holds something else. Versions stay below 2^53, where Lua's numbers are exact. A
-# third field, c, marks an entry some writer failed to replace (see the CAS script). The data
-# is not read here: a write that succeeds never needs it, and it may be large.
+# when it holds something else. Versions stay below 2^53, where Lua's numbers are exact. The
+# optional field q is the queue of writers waiting for their turn (see the CAS script); c was
+# an earlier release's contention mark, accepted and dropped on the next write. The data is
+# not read here: a write that succeeds never needs it, and it may be large.
 _READ = """
 local function read()
   local kind = redis.call('TYPE', KEYS[1])['ok']
   if kind == 'none' then return nil end
   if kind ~= 'hash' then return false, 'the key holds a ' .. kind .. ', not a hash' end
-  local fields = redis.call('HMGET', KEYS[1], 'v', 'c')
+  local fields = redis.call('HMGET', KEYS[1], 'v', 'c', 'q')
   local version = fields[1]
   if not version or redis.call('HEXISTS', KEYS[1], 'd') == 0
-      or redis.call('HLEN', KEYS[1]) ~= (fields[2] and 3 or 2) then
-    return false, 'the hash does not have exactly the fields v and d (and c)'
+      or redis.call('HLEN', KEYS[1]) ~= 2 + (fields[2] and 1 or 0) + (fields[3] and 1 or 0) then
+    return false, 'the hash does not have exactly the fields v and d (and q)'
   end
   if not string.match(version, '^[1-9]%d*$') or tonumber(version) >= 9007199254740992 then
     return false, 'the version is not a positive integer below 2^53'
   end
-  return version
+  return version, nil, fields[3]
 end
 """
 
-# ARGV: the expected version ('' when the key must have no entry), the data, the TTL in ms, and
-# '1' to overwrite a corrupt entry. Replies {1, new version, 1 if a writer lost to the entry
-# replaced}; on a conflict {0} (no entry) or {0, version, data}; {-1, what is wrong} for a
-# corrupt entry.
+# ARGV: the expected version ('' when the key must have no entry), the data, the TTL in ms, '1'
+# to overwrite a corrupt entry, the writer's token ('' for none), '1' when the writer queues
+# for a turn should it lose, and the lease in ms. Replies {1, new version} when written; on a
+# conflict {0} (no entry) or {0, version, data}; {2, place} while other writers queue before it
+# (nothing written); {-1, what is wrong} for a corrupt entry.
+#
+# The queue makes contention fair: a writer that loses joins it (when it will try again), and
+# while it is not empty only its head may write, so every loser gets its turn in order instead
+# of racing writers whose round trips happen to be shorter. Each writer in it is stamped with
+# the server's clock each time it calls; one not heard from for a lease (it gave up, or its
+# process died) is dropped.
 _CAS = (
     _READ
     + """
-local version, problem = read()
+local version, problem, q = read()
 if version == false then
   if ARGV[4] ~= '1' then return {-1, problem} end
   redis.call('DEL', KEYS[1])
-  version = nil
+  version, q = nil, nil
+end
+local token, lease = ARGV[5], tonumber(ARGV[7])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local queue, place = {}, nil
+if q then
+  for writer, heard in string.gmatch(q, '(%w+):(%d+)') do
+    if writer == token then
+      queue[#queue + 1] = {writer, now}
+      place = #queue
+    elseif now - tonumber(heard) < lease then
+      queue[#queue + 1] = {writer, tonumber(heard)}
+    end
+  end
+end
+local function join()
+  if token ~= '' and ARGV[6] == '1' and not place then
+    queue[#queue + 1] = {token, now}
+    place = #queue
+  end
+end
+local function save()
+  if #queue == 0 then
+    redis.call('HDEL', KEYS[1], 'q')
+    return
+  end
+  local parts = {}
+  for i, entry in ipairs(queue) do parts[i] = entry[1] .. ':' .. string.format('%d', entry[2]) end
+  redis.call('HSET', KEYS[1], 'q', table.concat(parts, ' '))
+end
+if #queue > 0 and place ~= 1 then
+  join()
+  save()
+  return {2, place or #queue + 1}
 end
 local new
 if version == nil then
   if ARGV[1] ~= '' then return {0} end
   -- A new entry starts at the server's clock in microseconds: above every version an earlier
   -- entry of the key reached, so a writer that still holds one of those conflicts.
-  local now = redis.call('TIME')
-  new = now[1] .. string.format('%06d', tonumber(now[2]))
+  new = clock[1] .. string.format('%06d', tonumber(clock[2]))
 elseif version ~= ARGV[1] then
-  -- Tells the entry's next writer that another lost to it, so that writer pauses before its
-  -- following write: without that, the writer whose turn ends first keeps winning the race.
-  redis.call('HSET', KEYS[1], 'c', '1')
+  join()
+  save()
   return {0, version, redis.call('HGET', KEYS[1], 'd')}
 else
   new = string.format('%.0f', tonumber(version) + 1)
 end
+if place == 1 then table.remove(queue, 1) end
 redis.call('HSET', KEYS[1], 'v', new, 'd', ARGV[2])
-local contended = redis.call('HDEL', KEYS[1], 'c')
+redis.call('HDEL', KEYS[1], 'c')
+save()
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {1, new, contended}
+return {1, new}
 """
 )
 
@@ -136,8 +180,12 @@ class _Sleep(NamedTuple):
 
 class _Committed(NamedTuple):
     version: int
-    # Whether another writer lost to the entry this write replaced.
-    contended: bool
+
+
+class _Wait(NamedTuple):
+    """Other writers queue for the key before this one: nothing was written."""
+
+    place: int
 
 
 class _Corrupt(NamedTuple):
@@ -151,7 +199,7 @@ class _Failure(NamedTuple):
 
 
 # What a call's reply parses to; a delete's is None.
-_Reply = Union[_Committed, _Corrupt, Entry, None]
+_Reply = Union[_Committed, _Wait, _Corrupt, Entry, None]
 T = TypeVar("T")
 _Steps = Generator[Union[_Call, _Sleep], Union[_Reply, _Failure], T]
 
@@ -159,7 +207,9 @@ _Steps = Generator[Union[_Call, _Sleep], Union[_Reply, _Failure], T]
 def _parse(reply: Any) -> _Reply:
     status = reply[0]
     if status == 1:
-        return _Committed(int(reply[1]), reply[2] == 1)
+        return _Committed(int(reply[1]))
+    if status == 2:
+        return _Wait(int(reply[1]))
     if status == -1:
         return _Corrupt(bytes(reply[1]).decode("utf-8", "replace"))
     if len(reply) == 1:
@@ -175,22 +225,25 @@ class _Local(NamedTuple):
     data: bytes
     # Whether the copy holds updates Redis lacks (made while it was unreachable).
     pending: bool
-    # Until when this store's next write of the key waits (monotonic clock): after a write that
-    # beat another writer, that writer gets a turn.
-    calm_until: float = 0.0
 
 
 _SCHEMES = ("redis", "rediss", "unix")
 
-# The longest pause a write that beat another writer imposes on the next (see update).
-_MAX_PAUSE = 0.02
+# A writer that lost this many attempts in a row joins the key's queue when it loses again:
+# two writers that meet now and then take turns by racing (the first retry is immediate), and
+# only a writer that keeps losing waits for a turn.
+_QUEUE_AFTER = 2
+# The bounds of the pause (seconds) before a writer waiting in a key's queue asks again.
+_POLL = (0.0001, 0.02)
+# The longest a writer waits in a key's queue before its update fails (seconds).
+_MAX_WAIT = 10.0
 
 
 class _Core:
     """A Redis store's options, local copies and outage policy, and the logic of each method
     as a generator of Redis calls (see the module docstring)."""
 
-    __slots__ = ("url", "server", "timeout", "retries", "cluster", "outage", "_prefix", "_lock", "_copies")
+    __slots__ = ("url", "server", "timeout", "retries", "cluster", "outage", "_prefix", "_lock", "_copies", "_token", "_lease")
 
     def __init__(
         self, owner: str, url: object, prefix: object, timeout: object, on_error: object, retries: object, cluster: object
@@ -213,6 +266,12 @@ class _Core:
         self.outage = Outage(check_on_error(owner, on_error), self.server)
         self._lock = threading.Lock()
         self._copies: Expiring[_Local] = Expiring()
+        # This store's name in a key's queue of writers: one per store, since its updates of a
+        # key take turns (a later update finds its place kept). Random, so stores never share one.
+        self._token = b"%016x" % random.SystemRandom().getrandbits(64)
+        # A writer in a queue not heard from for this long is dropped (ms): two timeouts, so
+        # one slow reply does not cost a turn, and a dead process holds none for longer.
+        self._lease = max(1, math.ceil(self.timeout * 2000))
 
     def load(self, key: SessionKey) -> _Steps[Optional[Entry]]:
         """See :meth:`RedisStore.load`."""
@@ -246,7 +305,7 @@ class _Core:
         if isinstance(reply, _Committed):
             self._keep(name, _Local(reply.version, data, pending=False), ttl)
             return reply.version
-        return None
+        return None  # a conflict, or other writers queue for the key before this call
 
     def delete(self, key: SessionKey) -> _Steps[None]:
         """See :meth:`RedisStore.delete`."""
@@ -271,28 +330,33 @@ class _Core:
         base = None if local is None else local.data
         pending = local is not None and local.pending
         reset = False
-        pause = 0.0 if local is None else local.calm_until - time.monotonic()
-        if pause > 0:
-            yield _Sleep(pause)
         lost = 0
-        paused = False
+        waiting_since: Optional[float] = None
+        data = apply(fn, base)
         while lost <= self.retries:
-            data = apply(fn, base)
             if not self.outage.may_call():
                 return self._keep_pending(name, expected, data, ttl)
             sent = time.monotonic()
-            reply = yield self._cas(name, expected, data, ttl, reset=reset)
+            # Queue for a turn on losing only when there is another attempt to take it.
+            reply = yield self._cas(name, expected, data, ttl, reset=reset, queue=_QUEUE_AFTER <= lost < self.retries)
             if isinstance(reply, _Failure):
                 self.outage.failed(name, reply.error)
                 return self._keep_pending(name, expected, data, ttl)
             self.outage.succeeded(name)
             if isinstance(reply, _Committed):
-                # A writer that just lost needs about a round trip to try again; a pause of one
-                # to two of this call's (random, so several losers do not stay in step) lets it.
-                now = time.monotonic()
-                calm_until = now + min((now - sent) * random.uniform(1.0, 2.0), _MAX_PAUSE) if reply.contended else 0.0
-                self._keep(name, _Local(reply.version, data, pending=False, calm_until=calm_until), ttl)
+                self._keep(name, _Local(reply.version, data, pending=False), ttl)
                 return data
+            if isinstance(reply, _Wait):
+                # Writers before this one in the key's queue: not a lost attempt. The same write
+                # is sent again after a fraction of a round trip (random, so waiters do not call
+                # in step): a turn takes one or two round trips, and a longer pause leaves the
+                # key idle once the writer before is done.
+                now = time.monotonic()
+                waiting_since = sent if waiting_since is None else waiting_since
+                if now - waiting_since >= _MAX_WAIT:
+                    break
+                yield _Sleep(min(max((now - sent) * random.uniform(0.25, 0.75), _POLL[0]), _POLL[1]))
+                continue
             if isinstance(reply, _Corrupt):
                 self._corrupt(name, reply.problem, "it is overwritten")
                 # Built on the local copy, if there is one: the last good state this replica knows.
@@ -300,16 +364,6 @@ class _Core:
                 expected, reset = None, True
                 continue
             lost += 1
-            if lost > 1 and not paused:
-                # Lost twice in a row: the writers are in step. A random pause of up to
-                # 2^lost round trips (at most _MAX_PAUSE) spreads them out. The entry in hand
-                # is stale after it, so the attempt after a pause only fetches the winner's
-                # (as its conflict reply) for an immediate retry, which pauses no more.
-                rtt = time.monotonic() - sent
-                yield _Sleep(random.uniform(0.0, min(rtt * 2.0**lost, _MAX_PAUSE)))
-                paused = True
-            else:
-                paused = False
             if isinstance(reply, Entry):
                 expected, base, pending = reply.version, reply.data, False
                 # Kept even if every attempt loses: the next call then starts from it.
@@ -320,22 +374,26 @@ class _Core:
                 expected, pending = None, False
             else:
                 expected, base = None, None
+            data = apply(fn, base)
+        starved = lost <= self.retries  # the wait for a turn ran out, not the attempts
         if self.outage.on_error == "closed":
-            raise StoreUnavailable(f"session {key_text(name)!r}: {self.retries + 1} attempts all lost to other writers")
+            why = f"waited over {_MAX_WAIT:g} s for its turn behind" if starved else f"{lost} attempts all lost to"
+            raise StoreUnavailable(f"session {key_text(name)!r}: {why} other writers")
         self.outage.warn(
             name,
-            "doomloop: session %r lost %d attempts in a row to other writers of the store at %s; its update is kept locally",
+            "doomloop: session %r %s other writers of the store at %s; its update is kept locally",
             key_text(name),
-            self.retries + 1,
+            f"waited over {_MAX_WAIT:g} s for its turn behind" if starved else f"lost {lost} attempts in a row to",
             self.server,
         )
-        return self._keep_pending(name, expected, apply(fn, base), ttl)
+        return self._keep_pending(name, expected, data, ttl)
 
-    def _cas(self, name: bytes, expected: Optional[int], data: bytes, ttl: float, *, reset: bool) -> _Call:
+    def _cas(self, name: bytes, expected: Optional[int], data: bytes, ttl: float, *, reset: bool, queue: bool = False) -> _Call:
         version = b"" if expected is None else b"%d" % expected
         # Milliseconds, rounded up: a TTL never ends early, and is never 0 (which Redis rejects).
         ttl_ms = max(1, math.ceil(ttl * 1000))
-        return _Call("cas", self._prefix + name, (version, data, ttl_ms, b"1" if reset else b"0"))
+        flags = (b"1" if reset else b"0", self._token, b"1" if queue else b"0", self._lease)
+        return _Call("cas", self._prefix + name, (version, data, ttl_ms, *flags))
 
     def _local(self, name: bytes) -> Optional[_Local]:
         now = time.monotonic()
@@ -410,7 +468,9 @@ class RedisStore:
             process's local copies, log one warning per outage and one info record when Redis is
             back, and raise nothing; ``"closed"``: raise :class:`~doomloop.errors.StoreUnavailable`
             (and :class:`~doomloop.errors.StoreCorrupt` for a corrupt entry).
-        retries: how many times :meth:`update` tries again after losing to another writer.
+        retries: how many times :meth:`update` tries again after losing to another writer (a
+            writer that keeps losing queues for a turn, so the default is never used up by
+            contention alone; see docs/gateway-stores.md).
         cluster: ``url`` names a node of a Redis Cluster (redis-py's ``RedisCluster`` client,
             which finds the others): every call touches one key, so it runs on that key's node.
     """
