@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from doomloop import Monitor, Profile
+from doomloop.findings import CRITICAL
 from doomloop.traces import Replayed, Run, Step, kind_of, parse_result, read_runs, replay
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corpus" / "agent_runs_public.jsonl.gz"
@@ -233,6 +234,10 @@ class CleanResult:
     """Runs with a critical finding per detector, and ``tool_warning`` for tool warnings."""
     findings: Dict[str, Counter[str]]
     """Per detector (and ``tool_warning``): each ``"kind: message"`` and the runs it appeared in."""
+    warned: int = 0
+    """Runs with any finding (a warning or worse): what a gateway would have nudged."""
+    stopped: int = 0
+    """Runs with a critical finding: what a gateway would have stopped."""
 
 
 @dataclass(frozen=True)
@@ -249,6 +254,10 @@ class KindResult:
     """Which detector and rule flagged first in each caught run (ties joined by ``+``)."""
     flagging_before: int
     """Runs where a detector already flagged the step before the loop began."""
+    warned: List[int]
+    """Planted calls that had run at the first finding of any level, one per run warned."""
+    stopped: List[int]
+    """Planted calls that had run at the first critical finding (the stop), one per run stopped."""
 
     @property
     def caught(self) -> int:
@@ -280,16 +289,20 @@ def measure_clean(profile: Profile, runs: Sequence[Run]) -> CleanResult:
     """Replay every run as recorded."""
     by_detector: Counter[str] = Counter()
     findings: Dict[str, Counter[str]] = {key: Counter() for key in COLUMNS}
-    flagged = 0
+    flagged = warned = stopped = 0
     for run in runs:
         seen: Dict[str, Set[str]] = {}
+        critical = False
         for one in replay(run, Monitor(profile)):
             seen.setdefault(_key(one), set()).add(f"{_kind(one)}: {one.finding.message}")
+            critical = critical or one.finding.level == CRITICAL
         flagged += any(key in seen for key in DETECTORS)
+        warned += bool(seen)
+        stopped += critical
         by_detector.update(seen.keys())
         for key, messages in seen.items():
             findings[key].update(messages)
-    return CleanResult(len(runs), flagged, dict(by_detector), findings)
+    return CleanResult(len(runs), flagged, dict(by_detector), findings, warned, stopped)
 
 
 def _label(one: Replayed) -> str:
@@ -308,10 +321,14 @@ def measure_kind(profile: Profile, kind: Kind, planted: Sequence[Planted]) -> Ki
     by_detector: Dict[str, List[int]] = {key: [] for key in COLUMNS}
     first_flags: Counter[str] = Counter()
     delays: List[int] = []
+    warned: List[int] = []
+    stopped: List[int] = []
     flagging_before = 0
     for one in planted:
         within: Dict[str, Replayed] = {}
         before = False
+        first_warning: Optional[Replayed] = None
+        first_stop: Optional[Replayed] = None
         for found in replay(one.run, Monitor(profile)):
             if found.step >= one.start + one.length:
                 break
@@ -319,14 +336,21 @@ def measure_kind(profile: Profile, kind: Kind, planted: Sequence[Planted]) -> Ki
                 before = before or (found.step == one.start - 1 and _key(found) in DETECTORS)
                 continue
             within.setdefault(_key(found), found)
+            first_warning = first_warning or found
+            if first_stop is None and found.finding.level == CRITICAL:
+                first_stop = found
         flagging_before += before
+        if first_warning is not None:
+            warned.append(_delay(first_warning, one.start))
+        if first_stop is not None:
+            stopped.append(_delay(first_stop, one.start))
         for key, found in within.items():
             by_detector[key].append(_delay(found, one.start))
         flags = [within[name] for name in DETECTORS if name in within]
         if flags:
             delays.append(min(_delay(flag, one.start) for flag in flags))
             first_flags["+".join(_label(flag) for flag in flags if _delay(flag, one.start) == delays[-1])] += 1
-    return KindResult(kind, len(planted), delays, by_detector, first_flags, flagging_before)
+    return KindResult(kind, len(planted), delays, by_detector, first_flags, flagging_before, warned, stopped)
 
 
 def measure(profile: Profile, runs: Sequence[Run], planted: Dict[str, List[Planted]]) -> ProfileResult:
@@ -372,19 +396,29 @@ def summary_tables(results: Sequence[ProfileResult], markdown: bool) -> str:
     names = [result.name for result in results]
     clean_rows = [["any (session, blocked call or chant)"] + [_clean_cell(result, None) for result in results]]
     clean_rows += [[_DETECTOR_LABELS[key]] + [_clean_cell(result, key) for result in results] for key in _DETECTOR_LABELS]
+    clean_rows.append(["warned (any finding)"] + [_share(result.clean.warned, result.clean.runs) for result in results])
+    clean_rows.append(["stopped (a critical finding)"] + [_share(result.clean.stopped, result.clean.runs) for result in results])
     kind_rows = []
+    ladder_rows = []
     for index, kind in enumerate(KINDS):
         cells = [kind.label]
+        ladder = [kind.label]
         for result in results:
             one = result.kinds[index]
             cells.append(_caught(one.delays, one.runs))
+            ladder += [_caught(one.warned, one.runs), _caught(one.stopped, one.runs)]
         kind_rows.append(cells)
+        ladder_rows.append(ladder)
+    ladder_headers = ["planted kind"] + [f"{name}: {what}" for name in names for what in ("warned", "stopped")]
     return "\n\n".join(
         [
             "Clean runs flagged:",
             _table(["detector", *names], clean_rows, markdown),
             f"Planted loops caught within the planted steps ({LOOP_STEPS}; the chant is one answer), delay median / max:",
             _table(["planted kind", *names], kind_rows, markdown),
+            "Warn first, then stop: the first finding (any level) and the first critical one within the planted steps,"
+            " delay median / max:",
+            _table(ladder_headers, ladder_rows, markdown),
         ]
     )
 

@@ -472,7 +472,9 @@ class ToolDecision:
     """What :meth:`doomloop.Monitor.before_tool_call` decided about a call about to run
     (immutable)."""
 
-    def __new__(cls, decision: ToolCallDecision, findings: list[Finding]) -> ToolDecision: ...
+    def __new__(cls, decision: ToolCallDecision, findings: list[Finding], veto: Optional[str] = None) -> ToolDecision:
+        """``veto``: the monitor's own veto of a call the detector let through (the text the
+        model sees instead of the result); the decision is then blocked."""
     @property
     def findings(self) -> list[Finding]:
         """What the monitor found (empty when nothing)."""
@@ -508,6 +510,8 @@ class MonitorEngine:
     step: int
     """Steps recorded so far."""
     _run_id: Optional[str]
+    _stop: Optional[Any]
+    """The session loop the monitor stopped, while it holds (its record), or None."""
     def before_tool_call(self, tool: str, params: Any, *, call_id: Optional[str] = None) -> ToolDecision:
         """The agent is about to call ``tool``: the tool-loop detector's decision, with its
         verdict as a finding (a critical one vetoes the call)."""

@@ -13,7 +13,7 @@ import json
 import struct
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from ._core import MonitorEngine, ToolDecision, _bind_monitor
+from ._core import MonitorEngine, ToolDecision, _bind_monitor, fingerprint
 from .chant import ChantDetector, ChantEvent
 from .errors import SnapshotError
 from .events import checked_callback
@@ -135,18 +135,25 @@ class Monitor(MonitorEngine):
         # A gateway registry's, with a shared store: the blob this monitor's state stands for
         # (None once it moved on), so a hook restores it only when another replica wrote.
         self._saved: Optional[bytes] = None
+        # The session loop stopped (warn first, then stop), while it holds: (the key of its
+        # action, its critical finding); the next call of that action is vetoed.
+        self._stop = None
 
     # --- what an agent does ------------------------------------------------------------------
 
     def record_user_message(self, text: str) -> List[Finding]:
         """A user message: a new turn. The tool-loop detector starts a new run, so repeats
         of an earlier turn do not count against this one (a user's "try again" is not the
-        agent looping)."""
+        agent looping), and warn-then-stop starts afresh: no loop of an earlier turn stays
+        stopped, and a warning must go on in this turn to be escalated. The session
+        detector keeps its memory (it compares this turn's answers with earlier ones)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         self.step += 1
         self.turn += 1
         self._run_id = str(self.turn)
+        self._stop = None
+        self._stretches.clear()
         return []
 
     def record_response(self, text: str) -> List[Finding]:
@@ -257,19 +264,24 @@ class Monitor(MonitorEngine):
                 )
             )
             return found
-        found.append(
-            self._finding(
-                f"session.{event.loop_type.value}",
-                WARNING,
-                "session",
-                event.recovery_action.value,
-                event.description,
-                step,
-                tool=tool,
-                evidence=None if tool is None else _arguments(params),
-                count=event.metadata["action_count"],
-            )
+        action = event.recovery_action.value
+        finding = self._finding(
+            f"session.{event.loop_type.value}",
+            WARNING,
+            "session",
+            action,
+            event.description,
+            step,
+            tool=tool,
+            evidence=None if tool is None else _arguments(params),
+            count=event.metadata["action_count"],
+            # The recovery ladder's last rung: nothing is left to try but stopping.
+            ladder_done=action == "abort",
         )
+        if finding.level == CRITICAL and tool is not None:
+            # Stopped after the call ran: its next call is vetoed while the loop holds.
+            self._stop = (_action_key(tool, params), finding)
+        found.append(finding)
         return found
 
     def _finding(
@@ -285,6 +297,8 @@ class Monitor(MonitorEngine):
         evidence: Optional[str] = None,
         count: int = 0,
         stretch: Optional[str] = None,
+        stop: str = "abort",
+        ladder_done: bool = False,
     ) -> Finding:
         key = (code, stretch)
         stretches = self._stretches
@@ -295,6 +309,13 @@ class Monitor(MonitorEngine):
             span = stretches[key] = [step, step]
         else:
             span[1] = step
+        escalate_after = self.profile.escalate_after
+        if level == WARNING and escalate_after and (ladder_done or step - span[0] >= escalate_after):
+            # Warn first, then stop: the loop went on after its warning (its stretch is the
+            # same loop, reported again within STRETCH_GAP steps), or the recovery ladder has
+            # nothing left to try. ``stop`` is how: "block" the call, or "abort" the run.
+            level, action = CRITICAL, stop
+            message = f"{message} (went on {step - span[0]} steps after its first warning: stopped)"
         return Finding(
             code, level, detector, action, message, tool=tool, evidence=evidence, count=count, first_step=span[0], last_step=step
         )
@@ -314,6 +335,7 @@ class Monitor(MonitorEngine):
             "turn": self.turn,
             "answered": self._answered,
             "stretches": [[code, stretch, first, last] for (code, stretch), (first, last) in self._stretches.items()],
+            "stop": None if self._stop is None else [self._stop[0], self._stop[1].to_dict()],
             "extra": self._extra_state(),
         }
         parts = [json.dumps(header, separators=(",", ":")).encode(), self.tool_loop.to_bytes(), self.doom_loop.to_bytes()]
@@ -335,7 +357,8 @@ class Monitor(MonitorEngine):
         callables). Raises :class:`~doomloop.SnapshotError` naming what is wrong."""
         header, tool, session, chant = _unpack(data)
         try:
-            profile = Profile.from_dict(header["profile"], source="the snapshot's profile")
+            # A snapshot of a release before warn-then-stop kept its detectors' own levels.
+            profile = Profile.from_dict({"escalate_after": 0, **header["profile"]}, source="the snapshot's profile")
         except (KeyError, TypeError, ValueError) as error:
             raise SnapshotError(f"corrupt Monitor snapshot: its profile cannot be read ({error})") from None
         self = cls(profile, session_key=session_key, on_event=on_event, clock=clock, tool_options=tool_options)
@@ -371,6 +394,8 @@ class Monitor(MonitorEngine):
         try:
             step, turn, answered = int(header["step"]), int(header["turn"]), bool(header["answered"])
             stretches = {(str(code), stretch): [int(first), int(last)] for code, stretch, first, last in header["stretches"]}
+            stopped = header.get("stop")
+            stop = None if stopped is None else (int(stopped[0]), Finding.from_dict(stopped[1]))
             extra = header.get("extra")
         except (KeyError, TypeError, ValueError) as error:
             raise SnapshotError(f"corrupt Monitor snapshot: bad header ({error})") from None
@@ -383,6 +408,7 @@ class Monitor(MonitorEngine):
         self.step, self.turn, self._answered, self._answer_step = step, turn, answered, None
         self._run_id = None if turn == 0 else str(turn)
         self._stretches = stretches
+        self._stop = stop
         try:
             self._restore_extra(extra)
         except (KeyError, TypeError, ValueError) as error:
@@ -403,22 +429,53 @@ class Monitor(MonitorEngine):
 
 
 def _on_verdict(monitor: Monitor, decision: ToolCallDecision, tool: str, params: Any, step: int) -> ToolDecision:
-    # The engine's before_tool_call found a loop: its verdict as a finding.
+    # The engine's before_tool_call found a loop, or the monitor stopped a session loop: the
+    # verdict as a finding, and a veto of the stopped action.
+    findings = []
+    veto = None
     verdict = decision.verdict
-    detector = verdict.detector or ""
-    finding = monitor._finding(
-        f"tool_loop.{detector}",
-        verdict.level or WARNING,
-        "tool_loop",
-        "block" if decision.blocked else "retry_different",
-        verdict.message or "",
-        step,
-        tool=tool,
-        evidence=_arguments(params),
-        count=verdict.count,
-        stretch=tool if detector in _PER_TOOL else None,
-    )
-    return ToolDecision(decision, [finding])
+    if verdict.stuck:
+        detector = verdict.detector or ""
+        finding = monitor._finding(
+            f"tool_loop.{detector}",
+            verdict.level or WARNING,
+            "tool_loop",
+            "block" if decision.blocked else "retry_different",
+            verdict.message or "",
+            step,
+            tool=tool,
+            evidence=_arguments(params),
+            count=verdict.count,
+            stretch=tool if detector in _PER_TOOL else None,
+            stop="block",
+        )
+        findings.append(finding)
+        if finding.level == CRITICAL and not decision.blocked:
+            # A warning the monitor escalated: it vetoes the call the detector let through.
+            veto = finding.message
+    stop = monitor._stop
+    if stop is not None and stop[0] == _action_key(tool, params):
+        stopped = stop[1]
+        finding = monitor._finding(
+            stopped.code,
+            CRITICAL,
+            stopped.detector,
+            "block",
+            stopped.message,
+            step,
+            tool=tool,
+            evidence=stopped.evidence,
+            count=stopped.count,
+        )
+        findings.append(finding)
+        if veto is None and not decision.blocked:
+            veto = finding.message
+    return ToolDecision(decision, findings, veto)
+
+
+def _action_key(tool: str, params: Any) -> int:
+    # The identity of an action the monitor stopped: its tool and arguments, canonically.
+    return fingerprint((tool, params))
 
 
 def _on_after(monitor: Monitor, outcome: ToolOutcome, tool: str, params: Any, step: int) -> List[Finding]:

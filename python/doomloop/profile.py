@@ -5,6 +5,7 @@ A profile file is TOML (``.toml``) or JSON (``.json``) with this schema (docs/mo
 
     name = "my-gateway"          # optional; the profile's name
     base = "recommended"         # optional: "recommended" (default) or "parity"
+    escalate_after = 5           # optional: steps a warned loop may go on before it is stopped (0: never)
     [session]                    # DoomLoopConfig fields, each optional
     max_consecutive_failures = 5
     [tool_loop]                  # LoopDetectionConfig fields, each optional
@@ -40,6 +41,11 @@ _PARTS: Tuple[Tuple[str, Type[Settings]], ...] = (
 )
 _BASES = ("recommended", "parity")
 
+ESCALATE_AFTER = 5
+"""The recommended profile's :attr:`Profile.escalate_after`: a loop still reported 5 steps after
+its first warning is stopped (docs/monitor.md#warn-then-stop)."""
+_MAX_ESCALATE_AFTER = 100_000
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 
@@ -51,18 +57,24 @@ class Profile:
         session: the session detector's :class:`~doomloop.DoomLoopConfig`.
         tool_loop: the tool-loop detector's :class:`~doomloop.LoopDetectionConfig`.
         chant: the :class:`~doomloop.ChantConfig` of the detector that watches each answer.
+        escalate_after: warn first, then stop: a loop a detector reports as a warning that is
+            still reported this many steps after its first warning (or whose recovery ladder
+            is used up) becomes critical in the :class:`~doomloop.Monitor` (0: never, the
+            detectors' own levels, as upstream). :data:`ESCALATE_AFTER` in the recommended
+            profile, 0 in parity.
 
     Build one with :meth:`recommended` (the default everywhere a user does not choose),
     :meth:`parity`, :meth:`from_openclaw`, :meth:`load` or the constructor; change it with
     :meth:`replace`. Immutable; compares, hashes and pickles by value.
     """
 
-    __slots__ = ("name", "session", "tool_loop", "chant")
+    __slots__ = ("name", "session", "tool_loop", "chant", "escalate_after")
 
     name: str
     session: DoomLoopConfig
     tool_loop: LoopDetectionConfig
     chant: ChantConfig
+    escalate_after: int
 
     def __init__(
         self,
@@ -71,9 +83,15 @@ class Profile:
         session: Optional[DoomLoopConfig] = None,
         tool_loop: Optional[LoopDetectionConfig] = None,
         chant: Optional[ChantConfig] = None,
+        escalate_after: int = 0,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"Profile.name must be a non-empty str, got {name!r}")
+        if isinstance(escalate_after, bool) or not isinstance(escalate_after, int):
+            raise TypeError(f"Profile.escalate_after must be an int, got {type(escalate_after).__name__}")
+        if not 0 <= escalate_after <= _MAX_ESCALATE_AFTER:
+            raise ValueError(f"Profile.escalate_after must be in 0..{_MAX_ESCALATE_AFTER}, got {escalate_after}")
+        object.__setattr__(self, "escalate_after", int(escalate_after))
         values: Dict[str, Optional[Settings]] = {"session": session, "tool_loop": tool_loop, "chant": chant}
         object.__setattr__(self, "name", name)
         for part, kind in _PARTS:
@@ -89,16 +107,18 @@ class Profile:
         """The profile measured on real agent runs (docs/quality.md): the session detector's
         :meth:`~doomloop.DoomLoopConfig.recommended` rules, the keyword tool-loop
         configuration (detection on, doomloop's cycle and argument-churn rules) and answers
-        watched with a 32-character window repeated 6 times."""
+        watched with a 32-character window repeated 6 times; a warned loop that goes on
+        :data:`ESCALATE_AFTER` steps is stopped."""
         session = DoomLoopConfig.recommended()
         chant = ChantConfig(session.content_chunk_size, session.max_repeated_chunks)
-        return cls("recommended", session=session, tool_loop=LoopDetectionConfig(), chant=chant)
+        return cls("recommended", session=session, tool_loop=LoopDetectionConfig(), chant=chant, escalate_after=ESCALATE_AFTER)
 
     @classmethod
     def parity(cls) -> Profile:
         """The upstream defaults exactly: PraisonAI's ``DoomLoopConfig()``, OpenClaw's
         ``tools.loopDetection`` with detection switched on (OpenClaw leaves it off) and the
-        chant detector's defaults (a 50-character window repeated 8 times, PraisonAI's)."""
+        chant detector's defaults (a 50-character window repeated 8 times, PraisonAI's), and
+        each detector's own levels (no escalation)."""
         tool_loop = LoopDetectionConfig.from_openclaw({"enabled": True}, strict=False)
         return cls("parity", session=DoomLoopConfig(), tool_loop=tool_loop, chant=ChantConfig())
 
@@ -116,11 +136,12 @@ class Profile:
     def replace(self, **overrides: Any) -> Profile:
         """A copy with ``overrides`` applied, checked like the constructors.
 
-        ``name=``; ``session=``, ``tool_loop=``, ``chant=`` (a config, or a dict of its fields
-        to change); or any field of the three by its own name. ``content_chunk_size`` and
+        ``name=``; ``escalate_after=``; ``session=``, ``tool_loop=``, ``chant=`` (a config, or
+        a dict of its fields to change); or any field of the three by its own name. ``content_chunk_size`` and
         ``max_repeated_chunks`` name both the session detector's and the chant detector's
         window (the two stay one setting)."""
         name = overrides.pop("name", self.name)
+        escalate_after = overrides.pop("escalate_after", self.escalate_after)
         changes: Dict[str, Dict[str, Any]] = {part: {} for part, _ in _PARTS}
         parts: Dict[str, Any] = {part: getattr(self, part) for part, _ in _PARTS}
         for part, kind in _PARTS:
@@ -142,13 +163,15 @@ class Profile:
         for part, fields in changes.items():
             if fields:
                 parts[part] = parts[part].replace(**fields)
-        return Profile(name, **parts)
+        return Profile(name, **parts, escalate_after=escalate_after)
 
     # --- files -------------------------------------------------------------------------------
 
     def to_dict(self) -> Dict[str, Any]:
-        """``{"name", "session", "tool_loop", "chant"}``, each part every field by name."""
-        return {"name": self.name, **{part: getattr(self, part).as_dict() for part, _ in _PARTS}}
+        """``{"name", "escalate_after", "session", "tool_loop", "chant"}``, each part every
+        field by name."""
+        parts = {part: getattr(self, part).as_dict() for part, _ in _PARTS}
+        return {"name": self.name, "escalate_after": self.escalate_after, **parts}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "profile") -> Profile:
@@ -156,14 +179,18 @@ class Profile:
         ``source`` names it in errors."""
         if not isinstance(data, Mapping):
             raise ConfigError(source, f"a profile must be a table/object, got {type(data).__name__}")
-        unknown = set(data) - {"name", "base"} - {part for part, _ in _PARTS}
+        unknown = set(data) - {"name", "base", "escalate_after"} - {part for part, _ in _PARTS}
         if unknown:
-            raise ConfigError(source, f"unknown key {sorted(unknown)[0]!r} (expected name, base, session, tool_loop, chant)")
+            raise ConfigError(
+                source, f"unknown key {sorted(unknown)[0]!r} (expected name, base, escalate_after, session, tool_loop, chant)"
+            )
         base = data.get("base", "recommended")
         if base not in _BASES:
             raise ConfigError(source, f"base must be one of {', '.join(_BASES)}, got {base!r}")
         profile = cls.recommended() if base == "recommended" else cls.parity()
         overrides: Dict[str, Any] = {}
+        if "escalate_after" in data:
+            overrides["escalate_after"] = data["escalate_after"]
         for part, kind in _PARTS:
             fields = data.get(part, {})
             if not isinstance(fields, Mapping):
@@ -227,6 +254,8 @@ class Profile:
     def _file_data(self) -> Dict[str, Any]:
         base = Profile.recommended()
         data: Dict[str, Any] = {"name": self.name, "base": "recommended"}
+        if self.escalate_after != base.escalate_after:
+            data["escalate_after"] = self.escalate_after
         for part, _ in _PARTS:
             mine, theirs = getattr(self, part).as_dict(), getattr(base, part).as_dict()
             changed = {key: value for key, value in mine.items() if value != theirs[key]}
@@ -243,7 +272,7 @@ class Profile:
         raise AttributeError("Profile is immutable")
 
     def _key(self) -> Tuple[Any, ...]:
-        return (self.name, self.session, self.tool_loop, self.chant)
+        return (self.name, self.session, self.tool_loop, self.chant, self.escalate_after)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Profile):
@@ -257,18 +286,23 @@ class Profile:
         return (_rebuilt, self._key())
 
     def __repr__(self) -> str:
-        return f"Profile({self.name!r}, session={self.session!r}, tool_loop={self.tool_loop!r}, chant={self.chant!r})"
+        return (
+            f"Profile({self.name!r}, session={self.session!r}, tool_loop={self.tool_loop!r}, chant={self.chant!r}, "
+            f"escalate_after={self.escalate_after!r})"
+        )
 
 
-def _rebuilt(name: str, session: DoomLoopConfig, tool_loop: LoopDetectionConfig, chant: ChantConfig) -> Profile:
+def _rebuilt(
+    name: str, session: DoomLoopConfig, tool_loop: LoopDetectionConfig, chant: ChantConfig, escalate_after: int = 0
+) -> Profile:
     # Module-level, so pickle can name it.
-    return Profile(name, session=session, tool_loop=tool_loop, chant=chant)
+    return Profile(name, session=session, tool_loop=tool_loop, chant=chant, escalate_after=escalate_after)
 
 
 def _toml(data: Dict[str, Any], where: str) -> str:
     # The profile schema is flat tables of scalars: a writer for just that (the standard
     # library reads TOML but does not write it).
-    lines = [f"{key} = {_toml_value(data[key], key, where)}" for key in ("name", "base")]
+    lines = [f"{key} = {_toml_value(data[key], key, where)}" for key in ("name", "base", "escalate_after") if key in data]
     for part, _ in _PARTS:
         if part in data:
             lines += ["", f"[{part}]"]

@@ -23,7 +23,7 @@ from doomloop import Monitor, SnapshotError  # noqa: E402
 from doomloop.integrations.litellm import DoomLoopGuardrail, LoopInStream  # noqa: E402
 from doomloop.integrations.litellm.conversation import Conversation  # noqa: E402
 from doomloop.integrations.litellm.keys import session_key  # noqa: E402
-from doomloop.profile import Profile  # noqa: E402
+from doomloop.profile import ESCALATE_AFTER, Profile  # noqa: E402
 from doomloop.traces import openai_chat  # noqa: E402
 
 KEY = UserAPIKeyAuth(api_key="hashed-key-1")
@@ -49,27 +49,42 @@ def chat_history(calls: int, *, task: str = "fix the bug") -> List[Dict[str, Any
     return messages
 
 
-# OpenClaw's critical threshold (the recommended profile's): after 20 identical calls with
-# identical outcomes, the next one is refused.
+# OpenClaw's critical threshold: after 20 identical calls with identical outcomes, the next
+# one is refused (the parity profile, which keeps the detectors' own levels).
 CRITICAL_AT = 20
+# Warn first, then stop (the recommended profile): the session detector warns at the third
+# identical call, and the loop still going on 5 steps later stops the run: the request that
+# carries the eighth call's result is refused.
+STOPPED_AT = 3 + ESCALATE_AFTER
 
 
-def drive(g: DoomLoopGuardrail, make: Any, call_type: str, turns: int = 25) -> int:
-    """Send histories of 1, 2, ... calls; the number of calls of the first refused."""
+def drive(g: DoomLoopGuardrail, make: Any, call_type: str, turns: int = 25, code: str = "session.repeated_action") -> int:
+    """Send histories of 1, 2, ... calls; the number of calls of the first refused, which must
+    be refused for ``code``."""
     for calls in range(1, turns + 1):
         try:
             pre(g, make(calls), call_type)
         except HTTPException as error:
             assert error.status_code == 400
             detail = error.detail["error"]  # type: ignore[index]
-            assert detail["code"] == "doomloop.tool_loop.generic_repeat" and detail["detector"] == "tool_loop"
+            assert detail["code"] == f"doomloop.{code}" and detail["detector"] == code.partition(".")[0]
             assert detail["message"] and detail["tool"] == "read_file"
             return calls
     raise AssertionError("never blocked")
 
 
-def test_chat_history_is_blocked_at_the_critical_threshold() -> None:
-    assert drive(guardrail(), lambda n: {"model": "m", "messages": chat_history(n)}, "acompletion") == CRITICAL_AT + 1
+def test_chat_history_is_warned_then_stopped() -> None:
+    assert drive(guardrail(), lambda n: {"model": "m", "messages": chat_history(n)}, "acompletion") == STOPPED_AT
+
+
+def test_chat_history_is_blocked_at_the_critical_threshold_under_parity() -> None:
+    found = drive(
+        guardrail(profile="parity"),
+        lambda n: {"model": "m", "messages": chat_history(n)},
+        "acompletion",
+        code="tool_loop.generic_repeat",
+    )
+    assert found == CRITICAL_AT + 1
 
 
 def test_responses_input_items_are_read() -> None:
@@ -80,7 +95,7 @@ def test_responses_input_items_are_read() -> None:
             items.append({"type": "function_call_output", "call_id": f"fc_{n}", "output": "line 1: TODO"})
         return {"model": "m", "input": items}
 
-    assert drive(guardrail(), body, "aresponses") == CRITICAL_AT + 1
+    assert drive(guardrail(), body, "aresponses") == STOPPED_AT
 
 
 def test_anthropic_messages_are_read() -> None:
@@ -94,7 +109,7 @@ def test_anthropic_messages_are_read() -> None:
             )
         return {"model": "m", "max_tokens": 100, "system": "agent", "messages": messages}
 
-    assert drive(guardrail(), body, "anthropic_messages") == CRITICAL_AT + 1
+    assert drive(guardrail(), body, "anthropic_messages") == STOPPED_AT
 
 
 def test_a_resent_history_is_fed_once() -> None:
@@ -133,11 +148,11 @@ def test_a_new_user_message_is_a_new_turn() -> None:
 
 def test_warnings_add_a_note_without_changing_the_clients_list() -> None:
     g = guardrail()
-    for calls in range(1, 12):
+    for calls in range(1, STOPPED_AT):
         data = {"model": "m", "messages": chat_history(calls)}
         sent = data["messages"]
         out = pre(g, data)
-    assert sent == chat_history(11)  # the client's own list is left alone
+    assert sent == chat_history(STOPPED_AT - 1)  # the client's own list is left alone
     note = out["messages"][-1]
     assert note["role"] == "system" and "[doomloop]" in note["content"] and ARGS in note["content"]
 
@@ -216,13 +231,13 @@ def test_session_key_order_and_tenants() -> None:
 def test_tenants_never_share_a_session() -> None:
     g = guardrail()
     first, second = UserAPIKeyAuth(api_key="a", team_id="t1"), UserAPIKeyAuth(api_key="b", team_id="t2")
-    # Each tenant's agent is refused at its own 21st call, not at the 11th (the sum).
-    for calls in range(1, CRITICAL_AT + 1):
+    # Each tenant's agent is stopped at its own eighth call, not at the fourth (the sum).
+    for calls in range(1, STOPPED_AT):
         for key in (first, second):
             pre(g, {"model": "m", "user": "same-name", "messages": chat_history(calls)}, key=key)
     for key in (first, second):
         with pytest.raises(HTTPException):
-            pre(g, {"model": "m", "user": "same-name", "messages": chat_history(CRITICAL_AT + 1)}, key=key)
+            pre(g, {"model": "m", "user": "same-name", "messages": chat_history(STOPPED_AT)}, key=key)
 
 
 def chat_chunk(text: str) -> Dict[str, Any]:

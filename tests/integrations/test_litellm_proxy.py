@@ -18,6 +18,7 @@ from typing import Any, Dict, Iterator, List, Optional
 import httpx
 import pytest
 
+from doomloop.profile import ESCALATE_AFTER
 from fake_upstream import CHANT_SENTENCE, HEALTHY, Upstream
 from litellm_proxy import MASTER_KEY, Proxy, config, require_litellm
 from redis_helpers import RedisServer
@@ -30,10 +31,14 @@ import openai  # noqa: E402
 # The recommended profile's chant detector: a window of 32 characters, 6 repeats. A chant of
 # period p is reported within 32 + 6 * (p + 32) characters of its start.
 CHANT_BOUND = 32 + 6 * (len(CHANT_SENTENCE) + 32)
-# OpenClaw's tool-loop thresholds (the recommended profile's): a warning once a call was made
-# 10 times, and the call after 20 identical calls with identical outcomes is refused. Turn n
-# of an agent sends n calls, so the note comes with turn 11 and the refusal at turn 21.
+# OpenClaw's tool-loop thresholds: a warning once a call was made 10 times, and the call after
+# 20 identical calls with identical outcomes is refused (what warn mode reaches, never stopped).
 WARN_AT, BLOCK_AT = 10, 20
+# Warn first, then stop (the recommended profile): the session detector warns at the third
+# identical call and stops the loop 5 steps later. Turn n of an agent sends n calls, so the
+# note comes with turn 3 and the refusal at turn 8.
+SESSION_WARN_AT = 3
+STOPPED_AT = SESSION_WARN_AT + ESCALATE_AFTER
 
 
 class Proxies:
@@ -188,26 +193,26 @@ def notes_in(request: Dict[str, Any]) -> List[str]:
     return [m["content"] for m in request["messages"] if m.get("role") == "system" and "[doomloop]" in str(m.get("content"))]
 
 
-def test_a_repeated_tool_call_is_warned_then_blocked(proxies: Proxies) -> None:
+def test_a_repeated_tool_call_is_warned_then_stopped(proxies: Proxies) -> None:
     upstream = proxies.upstream
     warned_at = None
     for number, outcome in enumerate(agent(proxies.client("guarded"), "task: loop (warned)", BLOCK_AT + 5)):
         if outcome is not None:
-            assert number == BLOCK_AT + 1 and outcome.status_code == 400
+            assert number == STOPPED_AT and outcome.status_code == 400
             # What the client sees: the finding's message, and its code and detector in the
             # body LiteLLM builds from the guardrail's HTTPException.
             body = outcome.body
-            assert isinstance(body, dict) and f"{BLOCK_AT} times" in body["message"]
+            assert isinstance(body, dict) and "stopped" in body["message"]
             error = body["provider_specific_fields"]["error"]
-            assert error["code"] == "doomloop.tool_loop.generic_repeat" and error["detector"] == "tool_loop"
+            assert error["code"] == "doomloop.session.repeated_action" and error["detector"] == "session"
             assert error["tool"] == "read_file" and error["message"] == body["message"]
             break
         notes = notes_in(upstream.requests[-1])
-        if warned_at is None and any(f"called read_file {WARN_AT} times" in note for note in notes):
+        if warned_at is None and any("Same action repeated" in note for note in notes):
             warned_at = number
     else:
         raise AssertionError("never blocked")
-    assert warned_at == WARN_AT + 1
+    assert warned_at == SESSION_WARN_AT
     note = notes_in(upstream.requests[-1])[0]
     assert '{"path": "notes/a.txt"}' in note and "Do not repeat" in note
 
@@ -228,7 +233,7 @@ def test_metrics_are_served_on_the_proxys_metrics(proxies: Proxies) -> None:
 
 
 def test_two_sessions_do_not_interfere(proxies: Proxies) -> None:
-    # The same conversation from two users: two sessions, each blocked at its own 20th call,
+    # The same conversation from two users: two sessions, each stopped at its own eighth call,
     # their turns interleaved.
     client = proxies.client("guarded")
     first = agent(client, "task: loop (two sessions)", BLOCK_AT + 5, user="alice")
@@ -238,7 +243,7 @@ def test_two_sessions_do_not_interfere(proxies: Proxies) -> None:
         for name, turns in (("alice", first), ("bob", second)):
             if name not in stopped and next(turns) is not None:
                 stopped[name] = number
-    assert stopped == {"alice": BLOCK_AT + 1, "bob": BLOCK_AT + 1}
+    assert stopped == {"alice": STOPPED_AT, "bob": STOPPED_AT}
 
 
 def test_two_proxies_share_one_session_through_redis(proxies: Proxies) -> None:
@@ -249,7 +254,7 @@ def test_two_proxies_share_one_session_through_redis(proxies: Proxies) -> None:
         try:
             reply = clients[number % 2].chat.completions.create(model="fake", messages=messages)  # type: ignore[arg-type]
         except openai.BadRequestError as error:
-            assert number == BLOCK_AT + 1 and "generic_repeat" in str(error.body)
+            assert number == STOPPED_AT and "session.repeated_action" in str(error.body)
             return
         call = reply.choices[0].message.tool_calls[0]
         messages += [

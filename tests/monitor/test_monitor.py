@@ -215,8 +215,9 @@ def test_a_snapshot_answers_every_continuation_as_the_original(
 @settings(max_examples=60, deadline=None)
 @given(steps=st.lists(st.tuples(st.integers(0, 3), st.booleans()), max_size=40))
 def test_tool_calls_reach_the_bare_detectors_as_they_would_alone(steps: List[Tuple[int, bool]]) -> None:
-    # The monitor's findings are the bare detectors' verdicts and loop events, renamed.
-    monitor = Monitor(QUICK)
+    # The monitor's findings are the bare detectors' verdicts and loop events, renamed (with
+    # warn-then-stop off, which is the monitor's own escalation of them).
+    monitor = Monitor(QUICK.replace(escalate_after=0))
     tool, session = ToolLoopDetector(QUICK.tool_loop), DoomLoopDetector(QUICK.session)
     session.start_session()
     for n, ok in steps:

@@ -38,7 +38,9 @@ PLANTED: Dict[str, Set[str]] = {
     "fix-nested-quotes": {"session.repeated_action"},
     "flaky-api-test": {"session.repeated_action", "tool_loop.generic_repeat"},
     "add-version-flag": set(),
-    "deploy-web-1207": {"session.repeated_action", "tool_loop.known_poll_no_progress"},
+    # The poll is stopped as a repeated action (warned, then stopped 5 steps on) before the
+    # known-poll rule's 10 polls; the vetoed polls that follow record the veto.
+    "deploy-web-1207": {"session.repeated_action"},
     "docs-question-0412": {"tool_loop.unknown_tool_repeat"},
     "oncall-5xx-spike": set(),
     "where-is-my-order": {"session.circular_plan", "tool_loop.ping_pong"},
@@ -47,17 +49,21 @@ PLANTED: Dict[str, Set[str]] = {
     "migrate-orders-db": {"session.repeated_action", "guard.compaction_loop"},
     "change-address": set(),
 }
-# The levels: a session loop is a warning (reported, nothing stopped); the tool detector's by
-# its thresholds (warning 10, critical 20, unknown tool 10); a chant and the guard's abort are
-# critical.
+# The levels under the recommended profile's warn-then-stop: a loop still reported 5 steps
+# after its first warning is critical; the tool detector's by its thresholds (warning 10,
+# critical 20, unknown tool 10) unless it goes on; a chant and the guard's abort are critical.
 LEVELS = {
     ("fix-nested-quotes", "session.repeated_action"): "warning",
+    ("flaky-api-test", "session.repeated_action"): "critical",
     ("size-exchange", "chant"): "critical",
+    ("migrate-orders-db", "session.repeated_action"): "warning",
     ("migrate-orders-db", "guard.compaction_loop"): "critical",
     ("flaky-api-test", "tool_loop.generic_repeat"): "warning",
-    ("deploy-web-1207", "tool_loop.known_poll_no_progress"): "warning",
+    ("deploy-web-1207", "session.repeated_action"): "critical",
     ("docs-question-0412", "tool_loop.unknown_tool_repeat"): "critical",
+    ("where-is-my-order", "session.circular_plan"): "critical",
     ("where-is-my-order", "tool_loop.ping_pong"): "warning",
+    ("refund-policy", "session.repeated_output"): "warning",
 }
 FORMATS = {
     "coding-agent.openai-chat.jsonl": "openai-chat",

@@ -13,7 +13,7 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use crate::ffi::lock;
 use crate::session::SessionEngine;
-use crate::tool_loop::{LoopVerdict, ToolCallDecision, ToolLoopEngine};
+use crate::tool_loop::{blocked_result, LoopVerdict, ToolCallDecision, ToolLoopEngine};
 
 /// What `before_tool_call` returns: the tool-loop detector's decision and the monitor's
 /// findings about it (immutable).
@@ -23,15 +23,20 @@ pub struct ToolDecision {
     /// None for no finding: the healthy path allocates no list (each read of `findings` then
     /// gives a fresh empty one, so no caller can change another's).
     findings: Option<Py<PyList>>,
+    /// The monitor's own veto of a call the detector let through (a warned loop that went on
+    /// past its warning), with the text the model sees instead of the result.
+    veto: Option<String>,
 }
 
 #[pymethods]
 impl ToolDecision {
     #[new]
-    fn new(decision: Py<ToolCallDecision>, findings: Py<PyList>) -> Self {
+    #[pyo3(signature = (decision, findings, veto = None))]
+    fn new(decision: Py<ToolCallDecision>, findings: Py<PyList>, veto: Option<String>) -> Self {
         ToolDecision {
             decision,
             findings: Some(findings),
+            veto,
         }
     }
 
@@ -53,13 +58,20 @@ impl ToolDecision {
     /// A critical finding vetoes the call: do not run it; give the model `veto`.
     #[getter]
     fn blocked(&self) -> bool {
-        self.decision.get().is_blocked()
+        self.decision.get().is_blocked() || self.veto.is_some()
     }
 
     /// OpenClaw's veto result (a dict carrying the veto text) when blocked, else None.
     #[getter]
-    fn blocked_result(&self, py: Python<'_>) -> Option<Py<PyDict>> {
-        self.decision.get().blocked_result(py)
+    fn blocked_result(&self, py: Python<'_>) -> PyResult<Option<Py<PyDict>>> {
+        let decision = self.decision.get();
+        if decision.is_blocked() {
+            return Ok(decision.blocked_result(py));
+        }
+        match &self.veto {
+            Some(veto) => Ok(Some(blocked_result(py, veto)?.unbind())),
+            None => Ok(None),
+        }
     }
 
     /// The tool-loop detector's verdict.
@@ -75,7 +87,7 @@ impl ToolDecision {
         if decision.is_blocked() {
             decision.message()
         } else {
-            None
+            self.veto.clone()
         }
     }
 
@@ -96,7 +108,8 @@ impl ToolDecision {
 
 /// The Python side of a monitor's tool hooks, handed over once at import.
 struct Hooks {
-    /// `(monitor, decision, tool, params, step) -> ToolDecision`: a verdict to report.
+    /// `(monitor, decision, tool, params, step) -> ToolDecision`: a verdict to report, or a
+    /// call while the monitor has stopped a session loop.
     on_verdict: Py<PyAny>,
     /// `(monitor, outcome, tool, params, step) -> list[Finding]`: a guard abort, or a session
     /// loop that stands.
@@ -125,6 +138,10 @@ struct Parts {
     session: Option<Py<SessionEngine>>,
     step: u64,
     run_id: Option<Py<PyString>>,
+    /// The session loop the monitor stopped (its Python record), while it holds: every
+    /// `before_tool_call` then goes to the Python hook, which vetoes the stopped action. An
+    /// `after_tool_call` that finds no loop clears it.
+    stop: Option<Py<PyAny>>,
 }
 
 #[pyclass(module = "doomloop._core", subclass, frozen)]
@@ -139,6 +156,7 @@ struct Hooked {
     /// The step before the hook (`before_tool_call` takes the next one).
     step: u64,
     run_id: Option<Py<PyString>>,
+    stopped: bool,
 }
 
 impl MonitorEngine {
@@ -154,6 +172,7 @@ impl MonitorEngine {
             session: session.clone_ref(py),
             step: parts.step,
             run_id: parts.run_id.as_ref().map(|r| r.clone_ref(py)),
+            stopped: parts.stop.is_some(),
         };
         if take_step {
             parts.step += 1;
@@ -201,6 +220,18 @@ impl MonitorEngine {
         lock(py, &self.parts).run_id = run_id;
     }
 
+    /// The session loop the monitor stopped, while it holds (None: none).
+    #[getter(_stop)]
+    fn stop(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        lock(py, &self.parts).stop.as_ref().map(|s| s.clone_ref(py))
+    }
+
+    #[setter(_stop)]
+    fn set_stop(&self, py: Python<'_>, stop: Option<Py<PyAny>>) {
+        // The replaced record is dropped after the lock is released.
+        let _replaced = std::mem::replace(&mut lock(py, &self.parts).stop, stop);
+    }
+
     /// The agent is about to call `tool`: the tool-loop detector's decision, with its verdict
     /// as a finding (a critical one vetoes the call).
     #[pyo3(signature = (tool, params, *, call_id = None))]
@@ -214,10 +245,11 @@ impl MonitorEngine {
         let hooked = slf.get().hooked(py, true)?;
         let run_id = hooked.run_id.as_ref().map(|r| r.bind(py).as_any());
         let decision = ToolLoopEngine::before_tool_call(hooked.tool.bind(py), tool, params, run_id, call_id)?;
-        if !decision.get().stuck() {
+        if !decision.get().stuck() && !hooked.stopped {
             let found = ToolDecision {
                 decision,
                 findings: None,
+                veto: None,
             };
             return Ok(Py::new(py, found)?.into_any());
         }
@@ -250,6 +282,10 @@ impl MonitorEngine {
         let session = hooked.session.bind(py);
         SessionEngine::record_action(session, tool, params, recorded, ok.as_any(), None, None)?;
         if !outcome.get().aborts() && !SessionEngine::is_doom_loop(session)? {
+            if hooked.stopped {
+                // The stopped loop no longer holds.
+                let _cleared = lock(py, &slf.get().parts).stop.take();
+            }
             return Ok(PyList::empty(py).into_any().unbind());
         }
         // The step of the call being completed (its before_tool_call took it).
@@ -267,6 +303,9 @@ impl MonitorEngine {
             if let Some(session) = &parts.session {
                 visit.call(session)?;
             }
+            if let Some(stop) = &parts.stop {
+                visit.call(stop)?;
+            }
         }
         Ok(())
     }
@@ -275,6 +314,7 @@ impl MonitorEngine {
         if let Ok(mut parts) = self.parts.try_lock() {
             parts.tool = None;
             parts.session = None;
+            parts.stop = None;
         }
     }
 }

@@ -352,7 +352,7 @@ fn verdict_of(py: Python<'_>, call: &Call<'_>, found: Option<FindingNames>) -> P
     )
 }
 
-fn blocked_result<'py>(py: Python<'py>, message: &str) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn blocked_result<'py>(py: Python<'py>, message: &str) -> PyResult<Bound<'py, PyDict>> {
     // Interned keys and constants: a loop that keeps being blocked builds this on every call.
     let message = PyString::new(py, message);
     let entry = PyDict::new(py);

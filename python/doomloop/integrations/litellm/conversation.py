@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Dict, List, Optional
 
-from ...findings import Finding
+from ...findings import CRITICAL, Finding
 from ...monitor import Monitor
 from ...traces import Step
 
@@ -39,8 +39,8 @@ class Observed:
     def __init__(self) -> None:
         self.findings: List[Finding] = []
         self.blocked: Optional[Finding] = None
-        """The critical finding that vetoes the request (a blocked tool call, the guard's
-        abort), or None."""
+        """The first critical finding, which vetoes the request (a blocked tool call, the
+        guard's abort, a warned loop that went on and was stopped), or None."""
         self.compacted = False
         self.new_items = 0
 
@@ -96,6 +96,7 @@ class Conversation(Monitor):
             return observed
         self.count = size
         self.last = mark(items[-1]) if items else ""
+        observed.blocked = next((finding for finding in observed.findings if finding.level == CRITICAL), None)
         return observed
 
     def _feed(self, steps: List[Step], observed: Observed, replayed: bool) -> None:
@@ -138,8 +139,6 @@ class Conversation(Monitor):
             self._answer(step.thought, found, False)
             decision = monitor.before_tool_call(step.tool or "", step.arguments, call_id=call_id)
             found += decision.findings
-            if decision.blocked and observed.blocked is None:
-                observed.blocked = next((f for f in decision.findings if f.level == "critical"), None)
         elif seen or not has_result:
             return
         if call_id is not None:
@@ -157,8 +156,6 @@ class Conversation(Monitor):
                 success=not step.is_error and step.error is None,
             )
             found += after
-            if observed.blocked is None:
-                observed.blocked = next((f for f in after if f.level == "critical" and f.detector == "guard"), None)
 
     def record_answer(self, text: str) -> List[Finding]:
         """The response's answer (its text): recorded now, and not again when the client
