@@ -10,6 +10,7 @@ digests of keys and leaves), not from the engine's sketches.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Optional
@@ -37,28 +38,31 @@ def feature(context: int, value: int) -> int:
 
 
 def _fold(byte: int) -> int:
-    # 0 separates words; digits read as "0"; ASCII letters lowercased.
-    if 48 <= byte <= 57:
-        return 48
+    # 0 separates words; ASCII letters lowercased; digits, "_" and non-ASCII bytes as they are.
     if 65 <= byte <= 90:
         return byte + 32
-    if 97 <= byte <= 122 or byte == 95 or byte >= 128:
+    if 48 <= byte <= 57 or 97 <= byte <= 122 or byte == 95 or byte >= 128:
         return byte
     return 0
 
 
 def words(text: str) -> list[bytes]:
-    """The words of a text: runs of word bytes of its UTF-8, folded, each digit run one ``0``."""
+    """The words of a text: runs of word bytes of its UTF-8, folded, each digit run one ``0``,
+    except in a path component (a word with a non-digit after ``/`` or ``\\``, or before
+    ``.``, ``/`` or ``\\``), which keeps its digits."""
     found: list[bytes] = []
-    word = bytearray()
+    raw = bytearray()
+    before = 0  # the separator byte before the current word
     for byte in text.encode("utf-8", "surrogatepass") + b" ":
         folded = _fold(byte)
-        if folded == 0:
-            if word:
-                found.append(bytes(word))
-            word = bytearray()
-        elif not (folded == 48 and word[-1:] == b"0"):
-            word.append(folded)
+        if folded:
+            raw.append(byte if 48 <= byte <= 57 else folded)
+            continue
+        if raw:
+            path = not raw.isdigit() and (before in b"/\\" or byte in b"./\\")
+            found.append(bytes(raw) if path else re.sub(rb"[0-9]+", b"0", bytes(raw)))
+            raw = bytearray()
+        before = byte
     return found
 
 

@@ -108,6 +108,17 @@ def test_exploration_by_one_tool_is_no_loop() -> None:
     assert first_finding(RECOMMENDED, searches) is None
 
 
+def test_different_files_that_print_the_same_are_different_actions() -> None:
+    # Five empty __init__.py files: the digits of a file or path name are another file, not a
+    # cosmetic variant of one action.
+    for command in ("cat pkg{n}/__init__.py", "cat f{n}.py", "wc -l src/module_{n}/data.csv", "head logs\\run{n}.log"):
+        script = [("run", "bash", command.format(n=n), "", True) for n in range(1, 8)]
+        assert first_finding(RECOMMENDED, script) is None, command
+    # ... while a counter that is not part of a name is still the same action.
+    retries = [("run", "bash", f"python reproduce.py --case {n}", "same output", True) for n in range(1, 8)]
+    assert first_finding(RECOMMENDED, retries) is not None
+
+
 def test_searches_that_find_nothing_are_no_retry_storm() -> None:
     patterns = ("class Parser", "def load", "import yaml", "TODO", "resolve(", "__all__")
     script = [("run", "bash", f'grep -n "{p}" src/core.py', NO_MATCH, False) for p in patterns]

@@ -592,30 +592,77 @@ pub const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 ///
 /// The text is read as UTF-8 bytes. A *word* is a maximal run of ASCII letters, digits, `_`
 /// and non-ASCII bytes; ASCII letters are lowercased and every run of digits in a word reads
-/// as one `0`; everything else (spaces, punctuation, quotes) only separates words. A word of
-/// three or more bytes is one feature (the FNV-1a hash of its folded bytes), a shorter one
-/// gives each of its bytes: so `grep -rn` and `grep -n -r` have the same features, and
-/// `--case 17` and `--case 18` too.
+/// as one `0`, except in a *path component*: a word with a letter in it that follows a `/` or
+/// `\`, or is followed by `.`, `/` or `\`, keeps its digits. Everything else (spaces,
+/// punctuation, quotes) only separates words. A word of three or more bytes is one feature
+/// (the FNV-1a hash of its folded bytes), a shorter one gives each of its bytes: so `grep -rn`
+/// and `grep -n -r` have the same features, and `--case 17` and `--case 18` too, while
+/// `cat f1.py` and `cat f2.py` (another file) do not.
 #[derive(Clone, Copy, Debug)]
 pub struct TextFeatures {
     context: u64,
-    /// FNV-1a of the current word's folded bytes so far.
-    hash: u64,
-    /// The current word's first two bytes, the second lowest (for a word of one or two).
-    start: u32,
-    /// Bytes of the current word so far (after folding), counted up to 3.
-    word_len: u8,
+    /// The current word with its digit runs folded to one `0`.
+    folded: Word,
+    /// The current word with its digits as written (for a path component), once it has a
+    /// digit: until then it is `folded`.
+    raw: Word,
+    has_digit: bool,
     last_was_digit: bool,
+    /// Whether the current word has a byte other than a digit.
+    has_letter: bool,
+    /// Whether the separator just before the current word is `/` or `\`.
+    after_slash: bool,
+}
+
+/// A word being read: FNV-1a of its bytes so far, its first bytes and its length (to 3).
+#[derive(Clone, Copy, Debug)]
+struct Word {
+    hash: u64,
+    /// The first two bytes, the second lowest (for a word of one or two).
+    start: u32,
+    len: u8,
+}
+
+impl Word {
+    const EMPTY: Word = Word {
+        hash: FNV_OFFSET,
+        start: 0,
+        len: 0,
+    };
+
+    #[inline(always)]
+    fn push(&mut self, byte: u8) {
+        self.hash = (self.hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME);
+        if self.len < 3 {
+            self.start = (self.start << 8) | u32::from(byte);
+            self.len += 1;
+        }
+    }
+
+    #[inline]
+    fn emit<S: FeatureSink>(&self, context: u64, sketch: &mut S) {
+        match self.len {
+            0 => {}
+            1 => sketch.add(context, u64::from(self.start & 0xff)),
+            2 => {
+                sketch.add(context, u64::from((self.start >> 8) & 0xff));
+                sketch.add(context, u64::from(self.start & 0xff));
+            }
+            _ => sketch.add(context, self.hash),
+        }
+    }
 }
 
 impl TextFeatures {
     pub fn new(context: u64) -> Self {
         TextFeatures {
             context,
-            hash: FNV_OFFSET,
-            start: 0,
-            word_len: 0,
+            folded: Word::EMPTY,
+            raw: Word::EMPTY,
+            has_digit: false,
             last_was_digit: false,
+            has_letter: false,
+            after_slash: false,
         }
     }
 
@@ -654,41 +701,42 @@ impl TextFeatures {
     /// The text is complete: its last word counts.
     #[inline]
     pub fn finish<S: FeatureSink>(&mut self, sketch: &mut S) {
-        self.end_word(sketch);
+        self.end_word(None, sketch);
     }
 
     #[inline(always)]
     fn byte<S: FeatureSink>(&mut self, byte: u8, sketch: &mut S) {
-        let byte = FOLD[usize::from(byte)];
-        if byte == SEPARATOR {
-            if self.word_len != 0 {
-                self.end_word(sketch);
+        let folded = FOLD[usize::from(byte)];
+        if folded == SEPARATOR {
+            if self.folded.len != 0 {
+                self.end_word(Some(byte), sketch);
             }
+            self.after_slash = byte == b'/' || byte == b'\\';
             return;
         }
-        let digit = byte == b'0';
-        if digit && self.last_was_digit {
-            return;
+        let digit = folded == b'0';
+        if digit && !self.has_digit {
+            // The word as written so far is the folded one: no digit was folded yet.
+            self.raw = self.folded;
+            self.has_digit = true;
+        }
+        if self.has_digit {
+            self.raw.push(if digit { byte } else { folded });
+        }
+        self.has_letter |= !digit;
+        if !(digit && self.last_was_digit) {
+            self.folded.push(folded);
         }
         self.last_was_digit = digit;
-        self.hash = (self.hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME);
-        if self.word_len < 3 {
-            self.start = (self.start << 8) | u32::from(byte);
-            self.word_len += 1;
-        }
     }
 
+    /// The word ends (before the separator `next`, or with the text): its features.
     #[inline]
-    fn end_word<S: FeatureSink>(&mut self, sketch: &mut S) {
-        match self.word_len {
-            0 => {}
-            1 => sketch.add(self.context, u64::from(self.start & 0xff)),
-            2 => {
-                sketch.add(self.context, u64::from((self.start >> 8) & 0xff));
-                sketch.add(self.context, u64::from(self.start & 0xff));
-            }
-            _ => sketch.add(self.context, self.hash),
-        }
+    fn end_word<S: FeatureSink>(&mut self, next: Option<u8>, sketch: &mut S) {
+        // Digits in a file or path name are another file, not a counter.
+        let path = self.has_digit && self.has_letter && (self.after_slash || matches!(next, Some(b'.' | b'/' | b'\\')));
+        let word = if path { self.raw } else { self.folded };
+        word.emit(self.context, sketch);
         *self = TextFeatures::new(self.context);
     }
 }
@@ -761,6 +809,13 @@ mod tests {
         }
         assert_eq!(features("--case 17"), features("--case 123456"));
         assert_ne!(features("--case 17"), features("--case a"));
+        // Digits in a file or path name are another file: kept; elsewhere a counter: folded.
+        assert_ne!(features("cat f1.py"), features("cat f2.py"));
+        assert_ne!(features("src/module_3"), features("src/module_4"));
+        assert_ne!(features("C:\\logs\\run7"), features("C:\\logs\\run8"));
+        assert_eq!(features("pytest -k case_17"), features("pytest -k case_18"));
+        assert_eq!(features("sed -n '10,20p' a"), features("sed -n '11,29p' a"));
+        assert_eq!(features("logs/2024/x"), features("logs/2025/x"));
         assert_eq!(features("  ... !? "), Vec::<u64>::new());
         // "ab" gives the features of its bytes, "abc" one: the FNV-1a hash of its bytes.
         let ab = [
