@@ -118,6 +118,23 @@ def plant_failing_retry(run: Run, rng: random.Random) -> List[Step]:
     ]
 
 
+def plant_volatile_poll(run: Run, rng: random.Random) -> List[Step]:
+    """One status check repeated while its job is stuck: the output is the same each time but
+    for its volatile tokens (a timestamp, the elapsed time, a pid, a temporary path)."""
+    job = rng.randrange(100, 999)
+    started = rng.randrange(0, 3000)
+    steps = []
+    for n in range(LOOP_STEPS):
+        seconds = started + 7 * n + rng.randrange(0, 5)
+        clock = f"2026-12-02T{seconds // 3600 % 24:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}Z"
+        output = (
+            f"[{clock}] job {job}: running (pid {rng.randrange(1000, 99999)}), {7 * n + 1.5:.1f}s elapsed\n"
+            f"log: /tmp/job-{job}-{rng.randrange(10**6):06d}/out.log"
+        )
+        steps.append(_step(f"./scripts/status.sh {job}", output, call_id=f"volatile-{n}"))
+    return steps
+
+
 def plant_ping_pong(run: Run, rng: random.Random) -> List[Step]:
     """Two different recorded calls of the run (fallbacks for a run without two), alternating,
     each with its recorded result."""
@@ -200,6 +217,7 @@ class Kind:
 KINDS = (
     Kind("identical_repeat", "identical repeats", plant_identical_repeat),
     Kind("failing_retry", "failing retries, varying arguments", plant_failing_retry),
+    Kind("volatile_poll", "a poll whose output changes only in volatile tokens", plant_volatile_poll),
     Kind("ping_pong", "ping-pong", plant_ping_pong),
     Kind("cosmetic_variant", "cosmetic variants, same result", plant_cosmetic_variant),
     Kind("same_answer", "same answer across turns", plant_same_answer),

@@ -290,3 +290,31 @@ def test_findings_are_logged_naming_the_rule(caplog: pytest.LogCaptureFixture) -
         for tool, params, result in cycle_calls(FIVE, 2):
             run(detector, tool, params, result)
     assert [r.getMessage()[:44] for r in caplog.records] == ["tool loop warning (cycle, count 10): WARNING"]
+
+
+def _status(n: int) -> str:
+    return f"[2026-12-02T05:{n % 60:02d}:{(7 * n) % 60:02d}Z] job 42: running (pid {811 + n}), {1.5 + 7 * n:.1f}s elapsed"
+
+
+def test_a_poll_whose_output_changes_only_in_volatile_tokens_makes_no_progress() -> None:
+    # The keyword configuration masks the timestamp, pid and elapsed time: the same result,
+    # so the repeat reaches its critical level; OpenClaw's rules see 25 different results.
+    keyword, openclaw = ToolLoopDetector(), ToolLoopDetector.from_openclaw({"enabled": True})
+    for name, detector in (("keyword", keyword), ("openclaw", openclaw)):
+        blocked = None
+        for n in range(25):
+            decision = detector.before_tool_call("bash", {"command": "./status.sh 42"})
+            if decision.blocked:
+                blocked = n
+                break
+            detector.after_tool_call("bash", {"command": "./status.sh 42"}, result=_status(n))
+        assert (blocked is not None) == (name == "keyword"), name
+    assert keyword.get_stats()["calls"] <= keyword.config.critical_threshold + 1
+
+
+def test_progress_in_a_poll_is_not_masked() -> None:
+    detector = ToolLoopDetector()
+    for n in range(25):
+        decision = detector.before_tool_call("bash", {"command": "./status.sh 42"})
+        assert decision.verdict.level != "critical"
+        detector.after_tool_call("bash", {"command": "./status.sh 42"}, result=f"step {n}/25 at {_status(n)}")

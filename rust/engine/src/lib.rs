@@ -13,3 +13,4 @@ pub mod snapshot;
 pub mod tool_loop;
 pub mod tool_result;
 pub mod unknown_tool;
+pub mod volatile;

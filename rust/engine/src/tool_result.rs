@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::fingerprint::{self as fp, hash_none};
 use crate::unknown_tool::{trim_js_space, trim_js_space_bytes, unknown_tool_name};
+use crate::volatile;
 
 /// Ids that change on every send and must not make two identical sends look different.
 pub const VOLATILE_KEYS: [&str; 18] = [
@@ -277,7 +278,8 @@ impl<V, E> Extensions<V, E> for NoExtensions {
 /// The digest a finished call's (non-null) result is recorded with, or `None` for the loop
 /// veto (a blocked call's own result), which is never recorded.
 ///
-/// With `plain_by_value`, a mapping that has neither a `content` nor a `details` key (not
+/// With `plain_by_value`, a text result is compared with its volatile tokens masked
+/// ([`volatile::mask`]), and a mapping that has neither a `content` nor a `details` key (not
 /// OpenClaw-shaped: `{"output": ...}`) hashes by its canonical value, with volatile ids left
 /// out at every depth for a send-like call, where OpenClaw's rules would hash every such
 /// mapping alike (`{details: {}, text: ""}`).
@@ -290,7 +292,18 @@ pub fn result_digest<V: ResultValue, E>(
     extensions: &mut impl Extensions<V, E>,
 ) -> Result<Option<u64>, E> {
     if !result.is_mapping() {
-        return Ok(Some(extensions.normalised(result)?.unwrap_or_else(|| result.digest())));
+        if let Some(digest) = extensions.normalised(result)? {
+            return Ok(Some(digest));
+        }
+        // doomloop's keyword configuration: a text that differs from another only in its
+        // volatile tokens (a timestamp, a pid, ...) is the same result. A text with none keeps
+        // its own digest.
+        if plain_by_value && result.is_str() {
+            if let Some(masked) = result.text_bytes().and_then(|text| volatile::mask(&text)) {
+                return Ok(Some(fp::hash_str(&masked)));
+            }
+        }
+        return Ok(Some(result.digest()));
     }
     let details = result.field(Field::Details);
     let plain = plain_by_value && details.is_none() && result.field(Field::Content).is_none();

@@ -1,0 +1,67 @@
+"""A pure-Python model of the engine's volatile-token masks (rust/engine/src/volatile.rs): the
+same rules, written with regular expressions anchored at one position and no backtracking
+across rules, so the property tests can compare the two on any text."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+MASK = b"\xff"
+
+_WORD = re.compile(rb"[A-Za-z0-9_]")
+_FRACTION = rb"(?:\.[0-9]+)?"
+_CLOCK = rb"[0-9]{1,2}(?![0-9]):[0-9]{2}(?::[0-9]{2}" + _FRACTION + rb")?"
+_ZONE = rb"(?:Z|[+-][0-9]{2}:?[0-9]{2})?"
+# The rules in order; each is matched at one position, possessively (what it reads, it keeps).
+_RULES = [
+    re.compile(rb"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"),
+    re.compile(rb"0[xX][0-9A-Fa-f]{4,}+"),
+    # (ASCII whitespace as Rust reads it: no vertical tab.)
+    re.compile(rb"(?:/tmp/|/var/tmp/|/var/folders/|/private/tmp/|/private/var/)[^ \t\n\x0c\r'\"`<>()\[\]{},;]*+"),
+    re.compile(rb"tmp(?=[A-Za-z0-9_]*[0-9])[A-Za-z0-9_]{6,}+"),
+    re.compile(rb"[Pp][Ii][Dd][ :=#]{0,3}+[0-9]++"),
+    re.compile(rb"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ]" + _CLOCK + rb")?+" + _ZONE),
+    re.compile(_CLOCK + rb"Z?"),
+    re.compile(rb"1(?:[0-9]{12}|[0-9]{9})(?![0-9])" + _FRACTION),
+    re.compile(rb"[0-9]++" + _FRACTION + rb" ?(?i:ns|us|ms|s|sec|secs|second|seconds|min|mins|minute|minutes)(?![A-Za-z])"),
+]
+
+
+def token_end(text: bytes, at: int) -> Optional[int]:
+    """The end of the volatile token starting at ``at``: the first rule whose token ends at a
+    word boundary."""
+    for rule in _RULES:
+        found = rule.match(text, at)
+        if found is None:
+            continue
+        end = found.end()
+        if end == len(text) or not _WORD.match(text, end):
+            return end
+    return None
+
+
+MASK_LIMIT = 4096
+"""Texts longer than this are left as they are."""
+
+
+def mask(text: bytes) -> Optional[bytes]:
+    """``text`` with every volatile token replaced by ``MASK``, or None when it has none (or is
+    longer than ``MASK_LIMIT``)."""
+    if len(text) > MASK_LIMIT:
+        return None
+    out = bytearray()
+    copied = at = 0
+    found = False
+    while at < len(text):
+        if at > 0 and _WORD.match(text, at - 1):
+            at += 1
+            continue
+        end = token_end(text, at)
+        if end is None:
+            at += 1
+            continue
+        out += text[copied:at] + MASK
+        copied = at = end
+        found = True
+    return bytes(out + text[copied:]) if found else None
