@@ -135,6 +135,31 @@ def plant_volatile_poll(run: Run, rng: random.Random) -> List[Step]:
     return steps
 
 
+def plant_noisy_arguments(run: Run, rng: random.Random) -> List[Step]:
+    """One recorded call of the run (a fallback for a run without one) repeated with its
+    recorded result, its arguments carrying a new request id, trace id, timestamp and task
+    progress each time (what agent frameworks add to every call)."""
+    recorded = _recorded(run)
+    call = rng.choice(recorded) if recorded else _step("ls -la", "total 0")
+    base = call.arguments if isinstance(call.arguments, dict) else {"arguments": call.arguments}
+    clock = 1764590400 + rng.randrange(10**6)
+    return [
+        replace(
+            call,
+            arguments={
+                **base,
+                "request_id": f"req_{rng.getrandbits(48):012x}",
+                "trace_id": f"{rng.getrandbits(128):032x}",
+                "timestamp": clock + 9 * n,
+                "task_progress": f"- [x] step {n}\n- [ ] step {n + 1}",
+            },
+            thought=None,
+            call_id=f"noisy-{n}",
+        )
+        for n in range(LOOP_STEPS)
+    ]
+
+
 def plant_ping_pong(run: Run, rng: random.Random) -> List[Step]:
     """Two different recorded calls of the run (fallbacks for a run without two), alternating,
     each with its recorded result."""
@@ -218,6 +243,7 @@ KINDS = (
     Kind("identical_repeat", "identical repeats", plant_identical_repeat),
     Kind("failing_retry", "failing retries, varying arguments", plant_failing_retry),
     Kind("volatile_poll", "a poll whose output changes only in volatile tokens", plant_volatile_poll),
+    Kind("noisy_arguments", "the same call with noisy arguments (request id, timestamp, ...)", plant_noisy_arguments),
     Kind("ping_pong", "ping-pong", plant_ping_pong),
     Kind("cosmetic_variant", "cosmetic variants, same result", plant_cosmetic_variant),
     Kind("same_answer", "same answer across turns", plant_same_answer),

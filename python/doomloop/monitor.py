@@ -120,6 +120,7 @@ class Monitor(MonitorEngine):
         self.doom_loop.start_session()
         # The tool hooks are the engine's: one Rust call each, into these two detectors.
         self._set_detectors(self.tool_loop, self.doom_loop)
+        self._set_ignored_keys(list(profile.ignore_argument_keys))
         self.chant = None
         self.step = 0
         self.turn = 0
@@ -357,8 +358,10 @@ class Monitor(MonitorEngine):
         callables). Raises :class:`~doomloop.SnapshotError` naming what is wrong."""
         header, tool, session, chant = _unpack(data)
         try:
-            # A snapshot of a release before warn-then-stop kept its detectors' own levels.
-            profile = Profile.from_dict({"escalate_after": 0, **header["profile"]}, source="the snapshot's profile")
+            # A snapshot of a release before warn-then-stop kept its detectors' own levels and
+            # every argument.
+            older = {"escalate_after": 0, "ignore_argument_keys": []}
+            profile = Profile.from_dict({**older, **header["profile"]}, source="the snapshot's profile")
         except (KeyError, TypeError, ValueError) as error:
             raise SnapshotError(f"corrupt Monitor snapshot: its profile cannot be read ({error})") from None
         self = cls(profile, session_key=session_key, on_event=on_event, clock=clock, tool_options=tool_options)

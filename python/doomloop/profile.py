@@ -6,6 +6,7 @@ A profile file is TOML (``.toml``) or JSON (``.json``) with this schema (docs/mo
     name = "my-gateway"          # optional; the profile's name
     base = "recommended"         # optional: "recommended" (default) or "parity"
     escalate_after = 5           # optional: steps a warned loop may go on before it is stopped (0: never)
+    ignore_argument_keys = ["request_id", "timestamp"]   # optional: left out of a call's identity
     [session]                    # DoomLoopConfig fields, each optional
     max_consecutive_failures = 5
     [tool_loop]                  # LoopDetectionConfig fields, each optional
@@ -46,6 +47,23 @@ ESCALATE_AFTER = 5
 its first warning is stopped (docs/monitor.md#warn-then-stop)."""
 _MAX_ESCALATE_AFTER = 100_000
 
+IGNORE_ARGUMENT_KEYS: Tuple[str, ...] = (
+    "request_id",
+    "requestId",
+    "trace_id",
+    "traceId",
+    "span_id",
+    "spanId",
+    "timestamp",
+    "task_progress",
+    "idempotency_key",
+    "nonce",
+)
+"""The recommended profile's :attr:`Profile.ignore_argument_keys`: argument keys whose value
+changes from one call to the next by design (request and trace ids, a timestamp, Cline's task
+progress), so a call repeated with a new one is the same call (docs/monitor.md)."""
+_MAX_IGNORED_KEYS = 256
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 
@@ -62,19 +80,23 @@ class Profile:
             is used up) becomes critical in the :class:`~doomloop.Monitor` (0: never, the
             detectors' own levels, as upstream). :data:`ESCALATE_AFTER` in the recommended
             profile, 0 in parity.
+        ignore_argument_keys: argument keys left out of a call's identity for both detectors
+            (a top-level key of a call's arguments): :data:`IGNORE_ARGUMENT_KEYS` in the
+            recommended profile, none in parity.
 
     Build one with :meth:`recommended` (the default everywhere a user does not choose),
     :meth:`parity`, :meth:`from_openclaw`, :meth:`load` or the constructor; change it with
     :meth:`replace`. Immutable; compares, hashes and pickles by value.
     """
 
-    __slots__ = ("name", "session", "tool_loop", "chant", "escalate_after")
+    __slots__ = ("name", "session", "tool_loop", "chant", "escalate_after", "ignore_argument_keys")
 
     name: str
     session: DoomLoopConfig
     tool_loop: LoopDetectionConfig
     chant: ChantConfig
     escalate_after: int
+    ignore_argument_keys: Tuple[str, ...]
 
     def __init__(
         self,
@@ -84,6 +106,7 @@ class Profile:
         tool_loop: Optional[LoopDetectionConfig] = None,
         chant: Optional[ChantConfig] = None,
         escalate_after: int = 0,
+        ignore_argument_keys: Any = (),
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"Profile.name must be a non-empty str, got {name!r}")
@@ -92,6 +115,7 @@ class Profile:
         if not 0 <= escalate_after <= _MAX_ESCALATE_AFTER:
             raise ValueError(f"Profile.escalate_after must be in 0..{_MAX_ESCALATE_AFTER}, got {escalate_after}")
         object.__setattr__(self, "escalate_after", int(escalate_after))
+        object.__setattr__(self, "ignore_argument_keys", _keys(ignore_argument_keys))
         values: Dict[str, Optional[Settings]] = {"session": session, "tool_loop": tool_loop, "chant": chant}
         object.__setattr__(self, "name", name)
         for part, kind in _PARTS:
@@ -111,7 +135,14 @@ class Profile:
         :data:`ESCALATE_AFTER` steps is stopped."""
         session = DoomLoopConfig.recommended()
         chant = ChantConfig(session.content_chunk_size, session.max_repeated_chunks)
-        return cls("recommended", session=session, tool_loop=LoopDetectionConfig(), chant=chant, escalate_after=ESCALATE_AFTER)
+        return cls(
+            "recommended",
+            session=session,
+            tool_loop=LoopDetectionConfig(),
+            chant=chant,
+            escalate_after=ESCALATE_AFTER,
+            ignore_argument_keys=IGNORE_ARGUMENT_KEYS,
+        )
 
     @classmethod
     def parity(cls) -> Profile:
@@ -142,6 +173,7 @@ class Profile:
         window (the two stay one setting)."""
         name = overrides.pop("name", self.name)
         escalate_after = overrides.pop("escalate_after", self.escalate_after)
+        ignore_argument_keys = overrides.pop("ignore_argument_keys", self.ignore_argument_keys)
         changes: Dict[str, Dict[str, Any]] = {part: {} for part, _ in _PARTS}
         parts: Dict[str, Any] = {part: getattr(self, part) for part, _ in _PARTS}
         for part, kind in _PARTS:
@@ -163,15 +195,16 @@ class Profile:
         for part, fields in changes.items():
             if fields:
                 parts[part] = parts[part].replace(**fields)
-        return Profile(name, **parts, escalate_after=escalate_after)
+        return Profile(name, **parts, escalate_after=escalate_after, ignore_argument_keys=ignore_argument_keys)
 
     # --- files -------------------------------------------------------------------------------
 
     def to_dict(self) -> Dict[str, Any]:
-        """``{"name", "escalate_after", "session", "tool_loop", "chant"}``, each part every
-        field by name."""
+        """``{"name", "escalate_after", "ignore_argument_keys", "session", "tool_loop",
+        "chant"}``, each part every field by name."""
         parts = {part: getattr(self, part).as_dict() for part, _ in _PARTS}
-        return {"name": self.name, "escalate_after": self.escalate_after, **parts}
+        monitor = {"escalate_after": self.escalate_after, "ignore_argument_keys": list(self.ignore_argument_keys)}
+        return {"name": self.name, **monitor, **parts}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "profile") -> Profile:
@@ -179,18 +212,18 @@ class Profile:
         ``source`` names it in errors."""
         if not isinstance(data, Mapping):
             raise ConfigError(source, f"a profile must be a table/object, got {type(data).__name__}")
-        unknown = set(data) - {"name", "base", "escalate_after"} - {part for part, _ in _PARTS}
+        unknown = set(data) - {"name", "base", *_MONITOR_KEYS} - {part for part, _ in _PARTS}
         if unknown:
-            raise ConfigError(
-                source, f"unknown key {sorted(unknown)[0]!r} (expected name, base, escalate_after, session, tool_loop, chant)"
-            )
+            expected = ", ".join(["name", "base", *_MONITOR_KEYS, *(part for part, _ in _PARTS)])
+            raise ConfigError(source, f"unknown key {sorted(unknown)[0]!r} (expected {expected})")
         base = data.get("base", "recommended")
         if base not in _BASES:
             raise ConfigError(source, f"base must be one of {', '.join(_BASES)}, got {base!r}")
         profile = cls.recommended() if base == "recommended" else cls.parity()
         overrides: Dict[str, Any] = {}
-        if "escalate_after" in data:
-            overrides["escalate_after"] = data["escalate_after"]
+        for key in _MONITOR_KEYS:
+            if key in data:
+                overrides[key] = data[key]
         for part, kind in _PARTS:
             fields = data.get(part, {})
             if not isinstance(fields, Mapping):
@@ -254,8 +287,10 @@ class Profile:
     def _file_data(self) -> Dict[str, Any]:
         base = Profile.recommended()
         data: Dict[str, Any] = {"name": self.name, "base": "recommended"}
-        if self.escalate_after != base.escalate_after:
-            data["escalate_after"] = self.escalate_after
+        for key in _MONITOR_KEYS:
+            if getattr(self, key) != getattr(base, key):
+                value = getattr(self, key)
+                data[key] = list(value) if isinstance(value, tuple) else value
         for part, _ in _PARTS:
             mine, theirs = getattr(self, part).as_dict(), getattr(base, part).as_dict()
             changed = {key: value for key, value in mine.items() if value != theirs[key]}
@@ -272,7 +307,7 @@ class Profile:
         raise AttributeError("Profile is immutable")
 
     def _key(self) -> Tuple[Any, ...]:
-        return (self.name, self.session, self.tool_loop, self.chant, self.escalate_after)
+        return (self.name, self.session, self.tool_loop, self.chant, self.escalate_after, self.ignore_argument_keys)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Profile):
@@ -288,21 +323,49 @@ class Profile:
     def __repr__(self) -> str:
         return (
             f"Profile({self.name!r}, session={self.session!r}, tool_loop={self.tool_loop!r}, chant={self.chant!r}, "
-            f"escalate_after={self.escalate_after!r})"
+            f"escalate_after={self.escalate_after!r}, ignore_argument_keys={self.ignore_argument_keys!r})"
         )
 
 
 def _rebuilt(
-    name: str, session: DoomLoopConfig, tool_loop: LoopDetectionConfig, chant: ChantConfig, escalate_after: int = 0
+    name: str,
+    session: DoomLoopConfig,
+    tool_loop: LoopDetectionConfig,
+    chant: ChantConfig,
+    escalate_after: int = 0,
+    ignore_argument_keys: Tuple[str, ...] = (),
 ) -> Profile:
     # Module-level, so pickle can name it.
-    return Profile(name, session=session, tool_loop=tool_loop, chant=chant, escalate_after=escalate_after)
+    return Profile(
+        name,
+        session=session,
+        tool_loop=tool_loop,
+        chant=chant,
+        escalate_after=escalate_after,
+        ignore_argument_keys=ignore_argument_keys,
+    )
+
+
+_MONITOR_KEYS = ("escalate_after", "ignore_argument_keys")
+# The profile's own settings (the monitor's, not a detector's): top-level keys of a file.
+
+
+def _keys(value: Any) -> Tuple[str, ...]:
+    # ignore_argument_keys: strs, in a list or tuple (a lone str would read as its letters).
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"Profile.ignore_argument_keys must be a list of str, got {type(value).__name__}")
+    if len(value) > _MAX_IGNORED_KEYS:
+        raise ValueError(f"Profile.ignore_argument_keys holds at most {_MAX_IGNORED_KEYS} keys, got {len(value)}")
+    for key in value:
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"Profile.ignore_argument_keys must hold non-empty strs, got {key!r}")
+    return tuple(dict.fromkeys(value))
 
 
 def _toml(data: Dict[str, Any], where: str) -> str:
     # The profile schema is flat tables of scalars: a writer for just that (the standard
     # library reads TOML but does not write it).
-    lines = [f"{key} = {_toml_value(data[key], key, where)}" for key in ("name", "base", "escalate_after") if key in data]
+    lines = [f"{key} = {_toml_value(data[key], key, where)}" for key in ("name", "base", *_MONITOR_KEYS) if key in data]
     for part, _ in _PARTS:
         if part in data:
             lines += ["", f"[{part}]"]
@@ -319,6 +382,8 @@ def _toml_value(value: Any, key: str, where: str) -> str:
         return ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(value)
     if isinstance(value, str):
         return json.dumps(value)
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return "[" + ", ".join(json.dumps(item) for item in value) + "]"
     if value is None:
         raise ConfigError(f"{where}: {key}", "is unset (None), which TOML cannot say; dump the profile to a .json file")
     raise ConfigError(f"{where}: {key}", f"cannot write a {type(value).__name__} to TOML")

@@ -156,3 +156,32 @@ def test_escalate_after_is_a_profile_setting_read_from_files(tmp_path: Any) -> N
         Profile.recommended().replace(escalate_after=True)
     with pytest.raises(ValueError, match="escalate_after must be in"):
         Profile.recommended().replace(escalate_after=-1)
+
+
+def test_noise_in_the_arguments_is_left_out_of_a_calls_identity() -> None:
+    from doomloop.profile import IGNORE_ARGUMENT_KEYS
+
+    assert {"request_id", "timestamp", "task_progress", "trace_id"} <= set(IGNORE_ARGUMENT_KEYS)
+
+    def noisy(n: int) -> Any:
+        return {"command": "make test", "request_id": f"req-{n}", "timestamp": 1764590400 + n, "task_progress": f"{n}/9"}
+
+    for profile, caught in ((Profile.recommended(), True), (Profile.parity(), False)):
+        monitor = Monitor(profile)
+        found = [f for n in range(12) for f in call(monitor, noisy(n))[1]]
+        assert any(f.detector == "tool_loop" for f in found) == caught, profile.name
+        assert any(f.code == "session.repeated_action" for f in found) == caught or profile.name == "parity"
+    # Only the named keys: another argument still makes another call.
+    monitor = Monitor(Profile.recommended())
+    found = [f for n in range(12) for f in call(monitor, {**noisy(n), "target": f"t{n}"}, result=f"r{n}")[1]]
+    assert not any(f.detector == "tool_loop" for f in found)
+
+
+def test_ignore_argument_keys_is_a_profile_setting() -> None:
+    custom = Profile.parity().replace(ignore_argument_keys=["request_id", "request_id", "ts"])
+    assert custom.ignore_argument_keys == ("request_id", "ts")
+    assert Profile.from_dict(custom.to_dict()) == custom
+    with pytest.raises(TypeError, match="list of str"):
+        Profile.recommended().replace(ignore_argument_keys="request_id")
+    with pytest.raises(TypeError, match="non-empty strs"):
+        Profile.recommended().replace(ignore_argument_keys=[""])

@@ -4,14 +4,14 @@
 //! session loop stands. Python code runs only when there is something to report: the hooks
 //! handed over by `_bind_monitor` at import build the findings.
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::ffi::lock;
+use crate::ffi::{lock, DictPosition};
 use crate::session::SessionEngine;
 use crate::tool_loop::{blocked_result, LoopVerdict, ToolCallDecision, ToolLoopEngine};
 
@@ -142,6 +142,85 @@ struct Parts {
     /// `before_tool_call` then goes to the Python hook, which vetoes the stopped action. An
     /// `after_tool_call` that finds no loop clears it.
     stop: Option<Py<PyAny>>,
+    /// Argument keys left out of a call's identity (the profile's `ignore_argument_keys`).
+    ignore: Arc<Ignored>,
+}
+
+/// Argument keys left out of a call's identity, with the lengths of those starting with each
+/// byte (a bit per UTF-8 length, under 64) so that most keys of a call are ruled out by their
+/// first byte and length, without comparing them with the names.
+struct Ignored {
+    names: Vec<String>,
+    lengths: [u64; 256],
+}
+
+impl Default for Ignored {
+    fn default() -> Self {
+        Ignored::new(Vec::new())
+    }
+}
+
+impl Ignored {
+    fn new(names: Vec<String>) -> Self {
+        let mut lengths = [0; 256];
+        for name in &names {
+            if let Some(&first) = name.as_bytes().first() {
+                lengths[usize::from(first)] |= length_bit(name.len());
+            }
+        }
+        Ignored { names, lengths }
+    }
+
+    fn holds(&self, key: Borrowed<'_, '_, PyAny>) -> bool {
+        let Ok(key) = key.cast::<PyString>() else {
+            return false;
+        };
+        let Ok(key) = key.to_str() else {
+            return false;
+        };
+        let fits = key
+            .as_bytes()
+            .first()
+            .is_some_and(|&first| self.lengths[usize::from(first)] & length_bit(key.len()) != 0);
+        fits && self.names.iter().any(|name| name == key)
+    }
+}
+
+/// A UTF-8 length's bit in [`Ignored::lengths`] (all longer names share the top bit).
+fn length_bit(length: usize) -> u64 {
+    1u64 << length.min(63)
+}
+
+/// `params` without the ignored keys: a copy of a dict that holds one of them, else `params`
+/// itself (a call's identity, for both detectors, leaves out what varies by design: a request
+/// id, a timestamp).
+fn without_ignored<'py>(params: &Bound<'py, PyAny>, ignore: &Ignored) -> PyResult<Bound<'py, PyAny>> {
+    let dict = match params.cast::<PyDict>() {
+        Ok(dict) if !ignore.names.is_empty() => dict,
+        _ => return Ok(params.clone()),
+    };
+    let py = params.py();
+    let mut position = DictPosition::default();
+    let mut found = false;
+    while let Some((key, _)) = position.next_pointers(dict.as_any()) {
+        // SAFETY: `key` is a non-null reference borrowed from the live dict, used only within
+        // this iteration, during which no Python code runs (a str's UTF-8 view is read).
+        let key = unsafe { Borrowed::from_ptr(py, key) };
+        if ignore.holds(key) {
+            found = true;
+            break;
+        }
+    }
+    if !found {
+        return Ok(params.clone());
+    }
+    let copy = PyDict::new(py);
+    for (key, value) in dict.iter() {
+        if !ignore.holds(key.as_borrowed()) {
+            copy.set_item(key, value)?;
+        }
+    }
+    Ok(copy.into_any())
 }
 
 #[pyclass(module = "doomloop._core", subclass, frozen)]
@@ -157,6 +236,7 @@ struct Hooked {
     step: u64,
     run_id: Option<Py<PyString>>,
     stopped: bool,
+    ignore: Arc<Ignored>,
 }
 
 impl MonitorEngine {
@@ -173,6 +253,7 @@ impl MonitorEngine {
             step: parts.step,
             run_id: parts.run_id.as_ref().map(|r| r.clone_ref(py)),
             stopped: parts.stop.is_some(),
+            ignore: Arc::clone(&parts.ignore),
         };
         if take_step {
             parts.step += 1;
@@ -220,6 +301,11 @@ impl MonitorEngine {
         lock(py, &self.parts).run_id = run_id;
     }
 
+    /// Set the argument keys left out of a call's identity (the profile's).
+    fn _set_ignored_keys(&self, py: Python<'_>, keys: Vec<String>) {
+        lock(py, &self.parts).ignore = Arc::new(Ignored::new(keys));
+    }
+
     /// The session loop the monitor stopped, while it holds (None: none).
     #[getter(_stop)]
     fn stop(&self, py: Python<'_>) -> Option<Py<PyAny>> {
@@ -244,6 +330,7 @@ impl MonitorEngine {
         let py = slf.py();
         let hooked = slf.get().hooked(py, true)?;
         let run_id = hooked.run_id.as_ref().map(|r| r.bind(py).as_any());
+        let params = &without_ignored(params, &hooked.ignore)?;
         let decision = ToolLoopEngine::before_tool_call(hooked.tool.bind(py), tool, params, run_id, call_id)?;
         if !decision.get().stuck() && !hooked.stopped {
             let found = ToolDecision {
@@ -274,6 +361,7 @@ impl MonitorEngine {
         let py = slf.py();
         let hooked = slf.get().hooked(py, false)?;
         let run_id = hooked.run_id.as_ref().map(|r| r.bind(py).as_any());
+        let params = &without_ignored(params, &hooked.ignore)?;
         let outcome =
             ToolLoopEngine::after_tool_call(hooked.tool.bind(py), tool, params, result, error, run_id, call_id)?;
         let none = py.None().into_bound(py);
