@@ -316,7 +316,8 @@ class Monitor(MonitorEngine):
             # same loop, reported again within STRETCH_GAP steps), or the recovery ladder has
             # nothing left to try. ``stop`` is how: "block" the call, or "abort" the run.
             level, action = CRITICAL, stop
-            message = f"{message} (went on {step - span[0]} steps after its first warning: stopped)"
+            why = "the recovery ladder is used up" if ladder_done else f"went on {step - span[0]} steps after its first warning"
+            message = f"{message} ({why}: stopped)"
         return Finding(
             code, level, detector, action, message, tool=tool, evidence=evidence, count=count, first_step=span[0], last_step=step
         )

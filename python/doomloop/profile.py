@@ -350,6 +350,15 @@ _MONITOR_KEYS = ("escalate_after", "ignore_argument_keys")
 # The profile's own settings (the monitor's, not a detector's): top-level keys of a file.
 
 
+def _encodes(key: str) -> bool:
+    # A key with a lone surrogate names no argument a decoder gives (and has no UTF-8).
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _keys(value: Any) -> Tuple[str, ...]:
     # ignore_argument_keys: strs, in a list or tuple (a lone str would read as its letters).
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
@@ -357,7 +366,7 @@ def _keys(value: Any) -> Tuple[str, ...]:
     if len(value) > _MAX_IGNORED_KEYS:
         raise ValueError(f"Profile.ignore_argument_keys holds at most {_MAX_IGNORED_KEYS} keys, got {len(value)}")
     for key in value:
-        if not isinstance(key, str) or not key:
+        if not isinstance(key, str) or not key or (not key.isascii() and not _encodes(key)):
             raise TypeError(f"Profile.ignore_argument_keys must hold non-empty strs, got {key!r}")
     return tuple(dict.fromkeys(value))
 

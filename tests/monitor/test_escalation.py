@@ -116,6 +116,7 @@ def test_the_recovery_ladders_last_rung_is_critical_at_once() -> None:
         monitor.doom_loop.increment_recovery()
     found = [f for _ in range(3) for f in call(monitor)[1]]
     assert levels(found) == [("session.repeated_action", CRITICAL, "abort")]
+    assert found[0].message.endswith("(the recovery ladder is used up: stopped)")
 
 
 def test_a_new_user_turn_lifts_the_stop_and_restarts_the_escalation() -> None:

@@ -186,6 +186,25 @@ impl Ignored {
     }
 }
 
+/// The [`Ignored`] of recent profiles, shared by their monitors: a gateway keeps thousands of
+/// sessions of one profile, and each then holds a pointer, not its own table.
+static IGNORED: Mutex<Vec<Arc<Ignored>>> = Mutex::new(Vec::new());
+
+/// Distinct lists of names [`IGNORED`] keeps at most (more are not shared).
+const IGNORED_SHARED: usize = 32;
+
+fn shared_ignored(py: Python<'_>, names: Vec<String>) -> Arc<Ignored> {
+    let mut shared = lock(py, &IGNORED);
+    if let Some(found) = shared.iter().find(|ignored| ignored.names == names) {
+        return Arc::clone(found);
+    }
+    let made = Arc::new(Ignored::new(names));
+    if shared.len() < IGNORED_SHARED {
+        shared.push(Arc::clone(&made));
+    }
+    made
+}
+
 /// A UTF-8 length's bit in [`Ignored::lengths`] (all longer names share the top bit).
 fn length_bit(length: usize) -> u64 {
     1u64 << length.min(63)
@@ -303,7 +322,8 @@ impl MonitorEngine {
 
     /// Set the argument keys left out of a call's identity (the profile's).
     fn _set_ignored_keys(&self, py: Python<'_>, keys: Vec<String>) {
-        lock(py, &self.parts).ignore = Arc::new(Ignored::new(keys));
+        let ignore = shared_ignored(py, keys);
+        lock(py, &self.parts).ignore = ignore;
     }
 
     /// The session loop the monitor stopped, while it holds (None: none).
