@@ -71,8 +71,7 @@ pub fn mask(text: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The first position from `from` where a token may start: a byte a rule starts with, after
-/// a byte that is not a word byte (or at the start of the text). A token ends before a
-/// non-word byte, so after one the byte before `from` is never a word byte.
+/// a byte that is not a word byte (or at the start of the text).
 fn next_start(text: &[u8], from: usize) -> Option<usize> {
     let mut before = if from == 0 {
         0
