@@ -73,19 +73,15 @@ pub fn mask(text: &[u8]) -> Option<Vec<u8>> {
 /// The first position from `from` where a token may start: a byte a rule starts with, after
 /// a byte that is not a word byte (or at the start of the text).
 fn next_start(text: &[u8], from: usize) -> Option<usize> {
-    let mut before = if from == 0 {
-        0
-    } else {
-        CLASS[usize::from(text[from - 1])]
-    };
-    for (offset, &byte) in text.get(from..)?.iter().enumerate() {
-        let class = CLASS[usize::from(byte)];
-        if class & START != 0 && before & WORD == 0 {
-            return Some(from + offset);
-        }
-        before = class;
+    if from == 0 && CLASS[usize::from(*text.first()?)] & START != 0 {
+        return Some(0);
     }
-    None
+    // Each position with the byte before it: no state carried from one to the next.
+    let first = from.max(1);
+    text.get(first - 1..)?
+        .windows(2)
+        .position(|pair| CLASS[usize::from(pair[1])] & START != 0 && CLASS[usize::from(pair[0])] & WORD == 0)
+        .map(|offset| first + offset)
 }
 
 /// [`CLASS`] bits: a word byte (`A-Z a-z 0-9 _`); a byte a token can start with.
@@ -298,6 +294,9 @@ fn duration(text: &[u8], at: usize) -> Option<usize> {
     };
     let end = run(text, unit, |b| b.is_ascii_alphabetic());
     let word = &text[unit..end];
+    if !(1..=7).contains(&word.len()) {
+        return None;
+    }
     UNITS.iter().any(|u| u.eq_ignore_ascii_case(word)).then_some(end)
 }
 
