@@ -79,6 +79,29 @@ SCENARIOS = {
         "args = {'path': 'a.py', 'line': 3}",
         "rec('read', args, 'ok', True); chk()",
     ),
+    "session_failed": (
+        "record_action + is_doom_loop under DoomLoopConfig.recommended(), a failed action with a 2 KB traceback"
+        " (1,000 distinct, no loop), digested for retry_storm",
+        1,
+        20_000,
+        "d = doomloop.DoomLoopDetector(doomloop.DoomLoopConfig.recommended()); d.start_session()\n"
+        "rec, chk = d.record_action, d.is_doom_loop\n"
+        "name = lambda i: ''.join(chr(97 + i // 26**k % 26) for k in range(3))  # another error each time: no loop\n"
+        "frames = '  File \"/testbed/src/package/core.py\", line 120, in parse_header\\n    return int(v)\\n' * 28\n"
+        "pool = [({'command': f'python run.py --case {i}'}, f'Traceback:\\n{frames}ValueError: {name(i)}') for i in range(1000)]",
+        "a, r = pool[i % 1000]; rec('bash', a, r, False); chk()",
+    ),
+    "session_failed_ok": (
+        "the same actions as 'session_failed', succeeding: the cost of the digest is the difference",
+        1,
+        20_000,
+        "d = doomloop.DoomLoopDetector(doomloop.DoomLoopConfig.recommended()); d.start_session()\n"
+        "rec, chk = d.record_action, d.is_doom_loop\n"
+        "name = lambda i: ''.join(chr(97 + i // 26**k % 26) for k in range(3))  # another error each time: no loop\n"
+        "frames = '  File \"/testbed/src/package/core.py\", line 120, in parse_header\\n    return int(v)\\n' * 28\n"
+        "pool = [({'command': f'python run.py --case {i}'}, f'Traceback:\\n{frames}ValueError: {name(i)}') for i in range(1000)]",
+        "a, r = pool[i % 1000]; rec('bash', a, r, True); chk()",
+    ),
     "tool": (
         "before_tool_call + after_tool_call (1,000 distinct params, no loop)",
         1,

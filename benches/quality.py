@@ -118,6 +118,39 @@ def plant_failing_retry(run: Run, rng: random.Random) -> List[Step]:
     ]
 
 
+_QUOTING = (
+    (
+        "pip install 'package-core=={n}.0.{m}'",
+        "ERROR: Could not find a version that satisfies the requirement package-core=={n}.0.{m} "
+        "(from versions: 0.9.0, 0.9.1, 0.9.2)\nERROR: No matching distribution found for package-core=={n}.0.{m}",
+    ),
+    (
+        "curl -sf http://localhost:{n}/health",
+        "curl: (7) Failed to connect to localhost port {n} after 0 ms: Couldn't connect to server",
+    ),
+    (
+        "python -m pytest -x -q tests/test_core.py::test_parse_case_{n}",
+        "ERROR: not found: /testbed/tests/test_core.py::test_parse_case_{n}\n"
+        "(no match in any of [<Module test_core.py>])\n\nno tests ran in 0.{m}s",
+    ),
+    (
+        "ls /opt/app/releases/v2.{n}/bin",
+        "ls: cannot access '/opt/app/releases/v2.{n}/bin': No such file or directory",
+    ),
+)
+
+
+def plant_quoting_retry(run: Run, rng: random.Random) -> List[Step]:
+    """One command retried with a number changing each time (a version, a port, a test's
+    name, a release), failing with an error that quotes the number: no two results are equal."""
+    command, error = rng.choice(_QUOTING)
+    first = rng.randrange(1, 9000)
+    return [
+        _step(command.format(n=n, m=n % 7), error.format(n=n, m=n % 7), returncode=1, call_id=f"quoting-{n}")
+        for n in range(first, first + LOOP_STEPS)
+    ]
+
+
 def plant_volatile_poll(run: Run, rng: random.Random) -> List[Step]:
     """One status check repeated while its job is stuck: the output is the same each time but
     for its volatile tokens (a timestamp, the elapsed time, a pid, a temporary path)."""
@@ -242,6 +275,7 @@ class Kind:
 KINDS = (
     Kind("identical_repeat", "identical repeats", plant_identical_repeat),
     Kind("failing_retry", "failing retries, varying arguments", plant_failing_retry),
+    Kind("quoting_retry", "failing retries whose error quotes the changing argument", plant_quoting_retry),
     Kind("volatile_poll", "a poll whose output changes only in volatile tokens", plant_volatile_poll),
     Kind("noisy_arguments", "the same call with noisy arguments (request id, timestamp, ...)", plant_noisy_arguments),
     Kind("ping_pong", "ping-pong", plant_ping_pong),

@@ -1,5 +1,5 @@
 """Shared test helpers: where the vendored data (conformance vectors, the corpus) and the documentation live, the code
-blocks of a markdown file, and a controllable clock.
+blocks of a markdown file, a controllable clock, and snapshots taken apart and sealed again.
 
 A plain module rather than conftest.py, so tests can import it by a name no other folder uses.
 """
@@ -7,9 +7,11 @@ A plain module rather than conftest.py, so tests can import it by a name no othe
 from __future__ import annotations
 
 import re
+import struct
 from pathlib import Path
 
 import pytest
+import xxhash
 
 # The data the tests read, vendored with its provenance (tests/data/README.md).
 DATA = Path(__file__).resolve().parent / "data"
@@ -47,3 +49,15 @@ def code_blocks(path: Path, language: str) -> list[tuple[int, str]]:
         (text.count("\n", 0, match.start(1)) + 1, match.group(1))
         for match in re.finditer(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)
     ]
+
+
+def sealed(header: bytes, body: bytes) -> bytes:
+    """A snapshot with ``header`` (its first 16 bytes: magic to schema digest) and ``body``,
+    its length and checksum made right, so only what is inside can be wrong."""
+    data = header[:16] + struct.pack("<I", len(body)) + body
+    return data + struct.pack("<Q", xxhash.xxh3_64_intdigest(data))
+
+
+def snapshot_body(data: bytes) -> bytes:
+    """A snapshot's body: what follows its 20-byte header, before its 8-byte checksum."""
+    return data[20:-8]

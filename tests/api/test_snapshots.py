@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from doomloop import DoomLoopConfig, DoomLoopDetector, LoopDetectionConfig, SnapshotError, ToolLoopDetector
-from support import DATA, FakeClock
+from support import DATA, FakeClock, sealed, snapshot_body
 
 TOOLS = ["read", "list", "exec", "process"]
 # (tool, params, result, error, run id, call id, arm the guard first)
@@ -267,3 +267,23 @@ def test_the_version_1_vectors_still_restore() -> None:
     stats = session.get_stats()
     assert (stats["total_actions"], stats["progress_markers"], stats["elapsed_time"]) == (3, 1, 7.0)
     assert session._recent_action_types() == ["read"] * 3
+
+
+def test_a_snapshot_carries_a_retry_storm_on_and_one_without_its_failure_digest_still_restores() -> None:
+    def failing(detector: DoomLoopDetector, n: int) -> Any:
+        # Each error quotes the version tried: only the masked failures are alike.
+        detector.record_action(
+            "bash", {"command": f"pip install 'pkg==1.0.{n}'"}, f"No matching distribution for pkg==1.0.{n}", False
+        )
+        return detector.get_loop_event()
+
+    detector = DoomLoopDetector(DoomLoopConfig.recommended())
+    assert [failing(detector, n) for n in range(3)] == [None] * 3
+    data = detector.to_bytes()
+    event = failing(DoomLoopDetector.from_bytes(data), 3)
+    assert event is not None and event.metadata["rule"] == "retry_storm"
+    # Written before the failure digest, a snapshot ends before it (its last 8 bytes): its
+    # newest failure reads as its newest result, so the storm counts again from the next one.
+    older = DoomLoopDetector.from_bytes(sealed(data, snapshot_body(data)[:-8]))
+    assert [failing(older, n) for n in range(3, 6)] == [None] * 3
+    assert failing(older, 6) is not None

@@ -12,11 +12,10 @@ from typing import Any, List, Optional, Tuple
 
 import numpy as np
 import pytest
-import xxhash
 from hypothesis import given, settings, strategies as st
 
 from doomloop import ChantDetector, DoomLoopDetector, LoopEvent, SnapshotError, ToolLoopDetector
-from support import DATA
+from support import DATA, sealed, snapshot_body
 
 # (what, payload): "text" a str chunk, "tokens" a list of ids, "reset".
 Step = Tuple[str, Any]
@@ -169,17 +168,6 @@ def _busy() -> bytes:
     return detector.to_bytes()
 
 
-def _sealed(header: bytes, body: bytes) -> bytes:
-    """A snapshot with ``header`` (its first 16 bytes: magic to schema digest) and ``body``,
-    its length and checksum made right, so only what is inside can be wrong."""
-    data = header[:16] + struct.pack("<I", len(body)) + body
-    return data + struct.pack("<Q", xxhash.xxh3_64_intdigest(data))
-
-
-def _body(data: bytes) -> bytes:
-    return data[20:-8]
-
-
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
@@ -190,9 +178,9 @@ def _body(data: bytes) -> bytes:
         (lambda b: b[:4] + b"\x02\x00" + b[6:], "format version 2 is newer"),
         (lambda b: b[:6] + b"\x09" + b[7:], "unknown snapshot kind 9"),
         (lambda b: b[:40] + bytes([b[40] ^ 1]) + b[41:], "checksum"),
-        (lambda b: _sealed(b[:8] + bytes(8), _body(b)), "other ChantDetector settings"),
-        (lambda b: _sealed(b, _body(b)[:-1]), "ends inside"),
-        (lambda b: _sealed(b, _body(b) + b"\0"), "1 bytes follow the state"),
+        (lambda b: sealed(b[:8] + bytes(8), snapshot_body(b)), "other ChantDetector settings"),
+        (lambda b: sealed(b, snapshot_body(b)[:-1]), "ends inside"),
+        (lambda b: sealed(b, snapshot_body(b) + b"\0"), "1 bytes follow the state"),
     ],
 )
 def test_bad_data_is_a_snapshot_error_naming_the_problem(mutate: Any, message: str) -> None:
@@ -219,7 +207,7 @@ def _stream_offset() -> int:
 
 def test_values_the_state_cannot_hold_are_named() -> None:
     data = _busy()
-    body = _body(data)
+    body = snapshot_body(data)
     at = _stream_offset()
     assert body[at] == 1  # a text stream
     cases = [
@@ -235,7 +223,7 @@ def test_values_the_state_cannot_hold_are_named() -> None:
     ]
     for bad, message in cases:
         with pytest.raises(SnapshotError, match=message):
-            ChantDetector.from_bytes(_sealed(data, bad))
+            ChantDetector.from_bytes(sealed(data, bad))
 
 
 def test_every_truncation_and_flipped_byte_is_refused_or_restores_whole() -> None:
@@ -250,11 +238,11 @@ def test_every_truncation_and_flipped_byte_is_refused_or_restores_whole() -> Non
 
 def test_huge_lengths_allocate_nothing() -> None:
     data = _busy()
-    body = bytearray(_body(data))
+    body = bytearray(snapshot_body(data))
     # Every u32 in the body set to 2**32 - 1 in turn: a length field so large is refused
     # before anything is reserved (or is not a length, and is refused as a value or kept).
     for at in range(0, len(body) - 3):
-        bad = _sealed(data, bytes(body[:at]) + b"\xff\xff\xff\xff" + bytes(body[at + 4 :]))
+        bad = sealed(data, bytes(body[:at]) + b"\xff\xff\xff\xff" + bytes(body[at + 4 :]))
         try:
             restored = ChantDetector.from_bytes(bad)
         except SnapshotError:

@@ -117,6 +117,52 @@ def similarity(a: set[int], b: set[int]) -> float:
     return sum(1 for h in union if h in kept_a and h in kept_b) / len(union)
 
 
+FAILURE_HEAD_BYTES = FAILURE_TAIL_BYTES = FAILURE_ARGUMENT_BYTES = 4096
+
+
+def failure_words(data: bytes) -> list[bytes]:
+    """The words of UTF-8 bytes as a failure is read: as :func:`words` reads them, except that
+    every digit run is one ``0``, in paths too."""
+    return [re.sub(rb"[0-9]+", b"0", word) for word in re.findall(rb"[0-9A-Za-z_\x80-\xff]+", data.lower())]
+
+
+def failure_text_words(text: str) -> list[bytes]:
+    """The words a failure digest reads of a result: all of its UTF-8 when it has at most
+    ``FAILURE_HEAD_BYTES + FAILURE_TAIL_BYTES`` bytes, else the words of its first and of its
+    last bytes, each part read on its own."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= FAILURE_HEAD_BYTES + FAILURE_TAIL_BYTES:
+        return failure_words(data)
+    return failure_words(data[:FAILURE_HEAD_BYTES]) + failure_words(data[-FAILURE_TAIL_BYTES:])
+
+
+def first_string(value: object) -> Optional[str]:
+    """The first string argument: a str itself; else the first str leaf of a dict, list or
+    tuple in order, its nested containers visited after its own leaves, the last one met first."""
+    nested = [value]
+    while nested:
+        item = nested.pop()
+        if isinstance(item, str):
+            return item
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, (list, tuple)) else ()
+        for child in children:
+            if isinstance(child, str):
+                return child
+            if isinstance(child, (dict, list, tuple)):
+                nested.append(child)
+    return None
+
+
+def failure_key(result: object, args: object) -> object:
+    """What retry_storm compares of a failure: the words of a str result with each word of the
+    first string argument masked (as ``b""``); any other result (a str subclass too) as it is."""
+    if type(result) is not str:
+        return repr(result)
+    argument = first_string(args) or ""
+    masked = set(failure_words(argument.encode("utf-8", "surrogatepass")[:FAILURE_ARGUMENT_BYTES]))
+    return tuple(b"" if word in masked else word for word in failure_text_words(result))
+
+
 @dataclass
 class Action:
     identity: object
@@ -124,6 +170,8 @@ class Action:
     result: object
     failed: bool
     features: set[int]
+    failure: object
+    """What retry_storm compares: :func:`failure_key` of an unsuccessful action, else ``result``."""
 
 
 @dataclass
@@ -138,7 +186,8 @@ class ModelDetector:
     def record_action(self, kind: str, args: object, result: object, success: bool, duration: float) -> None:
         failed = not success or duration > self.config.max_time_per_action
         arguments = {} if args is None else args
-        self.actions.append(Action((kind, repr(arguments)), kind, repr(result), failed, argument_features(arguments)))
+        failure = failure_key(result, arguments) if not success else repr(result)
+        self.actions.append(Action((kind, repr(arguments)), kind, repr(result), failed, argument_features(arguments), failure))
 
     def record_response(self, text: str) -> None:
         self.responses.append((text_features(text, SKETCH_ROOT), len(self.actions)))
@@ -178,7 +227,8 @@ class ModelDetector:
                 return "same_action_type"
             window = last(c.max_consecutive_failures)
             if c.failures_by_arguments:
-                if window and all(x.failed for x in window) and self._alike_run(window):
+                alike = all(self._alike(x, y) for x, y in pairwise(window))
+                if window and all(x.failed for x in window) and alike and len({x.failure for x in window}) == 1:
                     return "retry_storm"
             elif window and all(x.failed for x in window):
                 return "consecutive_failures"

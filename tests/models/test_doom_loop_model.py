@@ -25,8 +25,22 @@ ARGS: list[Any] = [
     {"q": "python run.py --case 18"},
     {"q": ["a", {"n": 3, "deep": (True, None)}], "flag": False},
     "a bare string argument",
+    {"q": "pip install pkg-alpha"},
+    {"q": "pip install pkg-beta"},
 ]
-RESULTS = ["ok", "err", "same", None]
+# Failures quoting the argument's number or words, for retry_storm's masking.
+RESULTS = [
+    "ok",
+    "err",
+    "same",
+    None,
+    "Error: case 17 failed",
+    "error: CASE 18 failed",
+    "no parse_header in src",
+    "no x in src",
+    "No matching distribution found for pkg-alpha",
+    "No matching distribution found for pkg-beta",
+]
 TEXTS = [
     "",
     " \n",
@@ -112,3 +126,53 @@ def test_the_model_reads_arguments_as_documented() -> None:
     assert argument_features({"line": 3}) != argument_features({"line": True})
     assert argument_features({"path": "a.py"}) != argument_features({"file": "a.py"})
     assert text_features(" \n\t... ", 0) == set()
+
+
+# Failing retries whose error quotes what changed (a version, a name, a port) or not at all:
+# the masked failures of retry_storm, which random pairs of arguments and results rarely reach.
+CHANGING = st.sampled_from(["1.0.7", "1.0.12", "alpha", "beta", "8081", "parse_header", "x"])
+RETRIES = [
+    ("pip install 'pkg=={}'", "ERROR: No matching distribution found for pkg=={}"),
+    ("curl -s http://localhost:{}/health", "curl: (7) Failed to connect to localhost port {}: Connection refused"),
+    ("cat src/{}/core.py", "cat: src/{}/core.py: No such file or directory"),
+    ("python run.py --name {}", "Traceback: KeyError: 'unknown'"),
+    # Long output, ASCII or not: only its head and tail are read.
+    ("make build TARGET={}", "cc -c {}.c\n" + "warning: unused value é\n" * 500 + "Error 1"),
+    ("make build TARGET={}", "cc -c x.c\n" + "ld: busy\n" * 500 + "ld: {} busy\n" + "ld: busy\n" * 500 + "Error 1"),
+]
+retries = st.lists(
+    st.tuples(
+        st.sampled_from(range(len(RETRIES))),
+        CHANGING,
+        CHANGING,
+        st.sampled_from([True, True, True, False]),
+        st.sampled_from([False, False, False, True]),
+    ),
+    max_size=12,
+)
+
+
+@given(st.integers(1, 4), st.sampled_from([0.0, 0.5, 0.85]), retries)
+@settings(max_examples=300, deadline=None)
+def test_retry_storms_match_the_model(failures: int, threshold: float, script: list[tuple[Any, ...]]) -> None:
+    config = DoomLoopConfig(
+        max_consecutive_failures=failures,
+        similarity_threshold=threshold,
+        similar_by_arguments=True,
+        failures_by_arguments=True,
+        no_progress_by_arguments=True,
+        max_identical_actions=100,
+        max_similar_actions=100,
+        max_no_progress_steps=100,
+    )
+    detector = DoomLoopDetector(config, clock=FakeClock(0.0))
+    reference = ModelDetector(config)
+    for template, used, quoted, echoes, success in script:
+        command, error = RETRIES[template]
+        # The error quotes the argument's changing part, or another value.
+        args = {"command": command.format(used)}
+        result = error.format(used if echoes else quoted)
+        detector.record_action("bash", args, result, success)
+        reference.record_action("bash", args, result, success, 0.0)
+        event = detector.get_loop_event()
+        assert (event.metadata["rule"] if event is not None else None) == reference.finding(0.0)

@@ -257,6 +257,66 @@ def test_a_retry_storm_is_caught_and_named() -> None:
     )
 
 
+RETRIES_QUOTING = {
+    "a version": (
+        "pip install 'package-core==1.0.{n}'",
+        "ERROR: Could not find a version that satisfies the requirement package-core==1.0.{n}\n"
+        "ERROR: No matching distribution found for package-core==1.0.{n}",
+    ),
+    "a port": ("curl -sf http://localhost:{n}/health", "curl: (7) Failed to connect to localhost port {n}: Connection refused"),
+    "a line": ("python -m pdb -c 'break src/core.py:{n}' app.py", "*** Blank or comment line {n} of src/core.py"),
+    "a path": ("ls /opt/app/releases/v2.{n}/bin", "ls: cannot access '/opt/app/releases/v2.{n}/bin': No such file or directory"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(RETRIES_QUOTING))
+def test_a_retry_storm_whose_error_quotes_what_changed_is_caught(what: str) -> None:
+    command, error = RETRIES_QUOTING[what]
+    script = [("run", "bash", command.format(n=n), error.format(n=n), False) for n in range(7, 22)]
+    found = first_finding(RECOMMENDED, script)
+    assert found is not None
+    index, event = found
+    assert (index, event.metadata["rule"]) == (3, "retry_storm")
+
+
+def test_a_retry_storm_masks_the_words_the_error_echoes_from_the_argument() -> None:
+    # The changing word has no digit: only masking the argument's words makes the errors alike.
+    base = "cd /testbed && python -m pytest tests/test_api.py --tb=short -p no:cacheprovider -x -q -k {}"
+    names = ("parse_header", "header_parse", "parse_headers", "headers_parse", "parse_head")
+    script = [
+        ("run", "bash", base.format(name), f"ERROR: not found: tests/test_api.py::{name}\n(no match in any of [<Module>])", False)
+        for name in names
+    ]
+    found = first_finding(RECOMMENDED, script)
+    assert found is not None and found[1].metadata["rule"] == "retry_storm"
+    # The same errors with a different cause each time are different failures.
+    causes = ("no match", "collection error", "syntax error", "import error", "fixture missing")
+    script = [
+        ("run", "bash", base.format(name), f"ERROR: tests/test_api.py::{name}: {cause}", False)
+        for name, cause in zip(names, causes, strict=True)
+    ]
+    assert first_finding(RECOMMENDED, script) is None
+
+
+def test_searches_whose_message_quotes_the_pattern_are_no_retry_storm() -> None:
+    # A search tool that says what it did not find: different searches, not one retried.
+    patterns = ("class Parser", "def load_config", "import yaml", "TODO(parser)", "resolve_path(", "__all__ =")
+    detector = DoomLoopDetector(RECOMMENDED)
+    for pattern in patterns:
+        detector.record_action("search", {"pattern": pattern, "path": "src"}, f"No matches found for '{pattern}' in src", False)
+        assert detector.get_loop_event() is None, pattern
+
+
+def test_the_edit_and_test_cycle_is_no_retry_storm() -> None:
+    # Each run fails with another line and value, and an edit comes between two runs.
+    script: List[Step] = []
+    for n in range(1, 9):
+        script.append(("run", "bash", f"sed -i 's/limit = {n}/limit = {n + 1}/' src/core.py", OK_EMPTY, True))
+        error = f"tests/test_core.py:{40 + n}: AssertionError: assert {n + 1} == 10"
+        script.append(("run", "bash", "python -m pytest tests/test_core.py -x -q", error, False))
+    assert first_finding(RECOMMENDED, script) is None
+
+
 def test_identical_actions_are_named_in_the_recommended_profile() -> None:
     found = first_finding(RECOMMENDED, [("run", "read_file", "foo.py", "content", True)] * 3)
     assert found is not None

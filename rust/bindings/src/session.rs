@@ -10,7 +10,10 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use doomloop_engine::fingerprint::{hash_action, hash_none, Canon, Sketch};
-use doomloop_engine::session::{Action, Finding, Session, SessionConfig, SESSION};
+use doomloop_engine::session::{
+    failure_digest, failure_parts, Action, Finding, Session, SessionConfig, FAILURE_ARGUMENT_BYTES, FAILURE_HEAD_BYTES,
+    FAILURE_TAIL_BYTES, SESSION,
+};
 use doomloop_engine::settings::{shared, Value};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -21,7 +24,7 @@ use crate::canonical::{
 };
 use crate::chunks::scan_text;
 use crate::errors::{restored_state, snapshot_error, snapshot_refused};
-use crate::ffi::{is_huge_negative, lock, type_name};
+use crate::ffi::{exact, is_ascii, is_huge_negative, lock, str_length, substring, surrogatepass, type_name, Exact};
 use crate::settings::checked;
 
 /// Strs longer than this (in code points) are not kept by the input memo (it would keep them
@@ -97,10 +100,69 @@ pub struct SessionEngine {
     /// and keep its first string argument.
     compares_arguments: bool,
     names_actions: bool,
+    /// `failures_by_arguments`: a failure's text is digested for `retry_storm`.
+    digests_failures: bool,
     /// Set by an evaluation that found a loop standing whatever the time (with the default
     /// clock, which is not called when no check needs it), cleared whenever the lock is
     /// taken: while set, the state is unchanged, so `is_doom_loop` answers without the lock.
     loop_stands: AtomicBool,
+}
+
+/// What `retry_storm` compares of a failed action: the [`failure_digest`] of a str result,
+/// with the words of the first string argument masked; any other result's digest.
+fn failure_of(result: &Bound<'_, PyAny>, digest: u64, argument: Option<&Bound<'_, PyString>>) -> u64 {
+    let Exact::Str(text) = exact(result) else {
+        return digest;
+    };
+    // A long argument not in ASCII is cut to as many code points as the bytes read first.
+    let argument = argument.and_then(|argument| {
+        if str_length(argument).unwrap_or(0) > FAILURE_ARGUMENT_BYTES && !is_ascii(argument).unwrap_or(true) {
+            substring(argument, 0, FAILURE_ARGUMENT_BYTES).ok()
+        } else {
+            Some(argument.clone())
+        }
+    });
+    let digest_with = |head: &[u8], tail: &[u8]| match &argument {
+        Some(argument) => with_utf8(argument, |argument| {
+            failure_digest(head, tail, argument.get(..FAILURE_ARGUMENT_BYTES).unwrap_or(argument))
+        }),
+        None => failure_digest(head, tail, b""),
+    };
+    let length = str_length(text).unwrap_or(0);
+    if length <= FAILURE_HEAD_BYTES + FAILURE_TAIL_BYTES || is_ascii(text).unwrap_or(true) {
+        return with_utf8(text, |whole| {
+            let (head, tail) = failure_parts(whole);
+            digest_with(head, tail)
+        });
+    }
+    // A long text not in ASCII: its first and last code points, as many as the bytes read (at
+    // least that many bytes each), so no UTF-8 copy of the whole is cached on the str.
+    let piece = |start: usize, end: usize| substring(text, start, end).ok();
+    let (Some(first), Some(last)) = (piece(0, FAILURE_HEAD_BYTES), piece(length - FAILURE_TAIL_BYTES, length)) else {
+        return digest;
+    };
+    with_utf8(&first, |head| {
+        with_utf8(&last, |tail| {
+            let head = head.get(..FAILURE_HEAD_BYTES).unwrap_or(head);
+            digest_with(
+                head,
+                tail.get(tail.len().saturating_sub(FAILURE_TAIL_BYTES)..)
+                    .unwrap_or(tail),
+            )
+        })
+    })
+}
+
+/// `read` a str's UTF-8, lone surrogates as `surrogatepass` encodes them (empty when even
+/// that fails).
+fn with_utf8<R>(string: &Bound<'_, PyString>, read: impl FnOnce(&[u8]) -> R) -> R {
+    if let Ok(text) = string.to_str() {
+        return read(text.as_bytes());
+    }
+    match surrogatepass(string) {
+        Ok(encoded) => read(encoded.as_bytes()),
+        Err(_) => read(b""),
+    }
 }
 
 pub(crate) fn monotonic_seconds() -> f64 {
@@ -259,6 +321,7 @@ impl SessionEngine {
         Ok(SessionEngine {
             compares_arguments: session_config.compares_arguments(),
             names_actions: session_config.names_actions(),
+            digests_failures: session_config.failures_by_arguments,
             state: Mutex::new(State {
                 session: Session::new(session_config),
                 memo: InputMemo::default(),
@@ -353,6 +416,11 @@ impl SessionEngine {
                 None => fingerprint(args),
             },
         };
+        let failure = if engine.digests_failures && !success {
+            failure_of(result, result_digest, first_string.as_ref())
+        } else {
+            result_digest
+        };
         let preview = first_string.as_ref().map(str_preview);
         let mut state = match held {
             Some(state) => state,
@@ -362,6 +430,7 @@ impl SessionEngine {
             identity: hash_action(kind, args_digest),
             kind,
             result: result_digest,
+            failure,
             success,
             duration,
             arguments: sketch.as_ref().unwrap_or(&Sketch::EMPTY),

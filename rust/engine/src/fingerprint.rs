@@ -763,6 +763,13 @@ static FOLD: [u8; 256] = {
     table
 };
 
+/// A byte as [`TextFeatures`] folds it: ASCII letters lowercased, digits as `0`, `_` and
+/// non-ASCII bytes as themselves; 0 for a byte that only separates words.
+#[inline]
+pub fn word_byte(byte: u8) -> u8 {
+    FOLD[usize::from(byte)]
+}
+
 /// The sketch of a whole text under `context`.
 pub fn sketch_text(context: u64, text: &[u8]) -> Sketch {
     let mut sketch = Sketch::default();

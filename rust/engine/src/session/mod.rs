@@ -14,7 +14,10 @@
 //! snapshot format.
 
 mod config;
+mod failure;
 mod snapshot;
+
+pub use failure::{failure_digest, failure_parts, FAILURE_ARGUMENT_BYTES, FAILURE_HEAD_BYTES, FAILURE_TAIL_BYTES};
 
 use std::collections::{HashMap, VecDeque};
 
@@ -229,6 +232,9 @@ pub struct Action<'a> {
     /// Action type alone.
     pub kind: u64,
     pub result: u64,
+    /// What `retry_storm` compares of two failures: [`failure_digest`] of a failed action's
+    /// text result, else `result` (read only with `failures_by_arguments`).
+    pub failure: u64,
     pub success: bool,
     /// Seconds; above `max_time_per_action` the action counts as failed.
     pub duration: f64,
@@ -355,6 +361,8 @@ struct ArgumentState {
     sketch: Sketch,
     /// Its first string argument.
     preview: Preview,
+    /// Its [`Action::failure`].
+    failure: u64,
 }
 
 /// What the repeated-response rule keeps (allocated with the first response).
@@ -538,7 +546,7 @@ impl Session {
                         p.kind == kind && kept.sketch.similarity(action.arguments) >= self.config.similarity_threshold
                     });
                 self.alike_run = extend(self.alike_run, alike);
-                let same_failure = alike && previous.is_some_and(|p| p.failed && p.result == result);
+                let same_failure = alike && previous.is_some_and(|p| p.failed) && kept.failure == action.failure;
                 self.alike_failure_run = match (failed, same_failure) {
                     (false, _) => 0,
                     (true, true) => self.alike_failure_run.saturating_add(1),
@@ -547,6 +555,7 @@ impl Session {
                 if !repeated {
                     kept.sketch.assign(action.arguments);
                 }
+                kept.failure = action.failure;
             }
             if !repeated {
                 kept.preview.set(action.preview);
@@ -987,6 +996,7 @@ mod tests {
             identity,
             kind,
             result,
+            failure: result,
             success,
             duration,
             arguments: &Sketch::default(),
@@ -1219,6 +1229,7 @@ mod tests {
             identity: crate::fingerprint::hash_str(line.as_bytes()),
             kind: 1,
             result,
+            failure: result,
             success,
             duration: 0.0,
             arguments: &sketch,
@@ -1258,6 +1269,56 @@ mod tests {
             command(&mut different, &format!("grep -rn {word} src"), 7, true);
         }
         assert_eq!(different.finding(T), None);
+    }
+
+    /// A failing `bash` action whose error is `error`, digested as the binding digests it.
+    fn failing(s: &mut Session, line: &str, error: &str) {
+        let sketch = crate::fingerprint::sketch_text(0xc0de, line.as_bytes());
+        s.record_action(&Action {
+            identity: crate::fingerprint::hash_str(line.as_bytes()),
+            kind: 1,
+            result: crate::fingerprint::hash_str(error.as_bytes()),
+            failure: failure_digest(error.as_bytes(), b"", line.as_bytes()),
+            success: false,
+            duration: 0.0,
+            arguments: &sketch,
+            preview: line,
+        });
+    }
+
+    #[test]
+    fn a_retry_storm_is_found_when_each_error_quotes_what_changed() {
+        let mut s = session(by_arguments());
+        for patch in 0..3 {
+            failing(
+                &mut s,
+                &format!("pip install 'pkg==1.0.{patch}'"),
+                &format!("ERROR: No matching distribution found for pkg==1.0.{patch}"),
+            );
+        }
+        assert_eq!(s.finding(T), Some(Finding::RetryStorm));
+        // A name the error echoes: masked as a word of the argument.
+        let mut names = session(by_arguments());
+        for name in ["parse_header", "parse_headers", "header_parse"] {
+            failing(
+                &mut names,
+                &format!(
+                    "cd /testbed && python -m pytest tests/test_api.py --tb=short -p no:cacheprovider -x -q -k {name}"
+                ),
+                &format!("ERROR: not found: tests/test_api.py::{name} (no match in any of [<Module test_api.py>])"),
+            );
+        }
+        assert_eq!(names.finding(T), Some(Finding::RetryStorm));
+        // Errors that differ in what the argument does not hold are different failures.
+        let mut errors = session(by_arguments());
+        for (patch, cause) in ["not found", "permission denied", "disk full"].iter().enumerate() {
+            failing(
+                &mut errors,
+                &format!("pip install 'pkg==1.0.{patch}'"),
+                &format!("ERROR: pkg==1.0.{patch}: {cause}"),
+            );
+        }
+        assert_eq!(errors.finding(T), None);
     }
 
     #[test]

@@ -149,6 +149,8 @@ impl Session {
                 None => w.u8(0),
             }
             w.u64(responses.map_or(0, |r| r.run));
+            // Last, so a snapshot written before the failure digest existed still reads.
+            w.u64(kept.failure);
         }))
     }
 
@@ -267,6 +269,7 @@ impl Session {
         let kept = ArgumentState {
             sketch: read_sketch(&mut r)?,
             preview: Preview::default(),
+            failure: 0,
         };
         s.alike_run = r.u64("the alike runs")?;
         s.alike_failure_run = r.u64("the alike runs")?;
@@ -284,6 +287,13 @@ impl Session {
             other => return Err(invalid(format!("the last response has presence byte {other}"))),
         };
         let run = r.u64("the response run")?;
+        // An older snapshot has no failure digest: its rule compared the newest result.
+        let failure = if r.remaining() == 0 {
+            s.history.back(0).map_or(0, |newest| newest.result)
+        } else {
+            r.u64("the newest failure")?
+        };
+        let kept = ArgumentState { failure, ..kept };
         // Allocated as the rules would have: the arguments' state where descriptions name
         // actions, the responses' once one was recorded.
         if s.config.names_actions() {
