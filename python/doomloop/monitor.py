@@ -214,8 +214,14 @@ class Monitor(MonitorEngine):
         return step
 
     def _fresh_chant(self) -> ChantDetector:
-        chant = ChantDetector(**self.profile.chant.as_dict(), on_event=self.on_event, session_key=self.session_key)
-        self.chant = chant
+        # One detector per monitor, reset for each answer: it is then as a new one (with the
+        # same hash key), and its buffers are reused instead of a detector built per answer.
+        chant = self.chant
+        if chant is None:
+            chant = ChantDetector(**self.profile.chant.as_dict(), on_event=self.on_event, session_key=self.session_key)
+            self.chant = chant
+        else:
+            chant.reset()
         self._answered = False
         return chant
 
