@@ -13,6 +13,7 @@ import json
 import struct
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from . import tool_policy
 from ._core import MonitorEngine, ToolDecision, _bind_monitor, fingerprint
 from .chant import ChantDetector, ChantEvent
 from .errors import SnapshotError
@@ -121,6 +122,7 @@ class Monitor(MonitorEngine):
         # The tool hooks are the engine's: one Rust call each, into these two detectors.
         self._set_detectors(self.tool_loop, self.doom_loop)
         self._set_ignored_keys(list(profile.ignore_argument_keys))
+        self._set_tool_policies(tool_policy.table(profile.tool_policies, profile.session, profile.tool_loop))
         self.chant = None
         self.step = 0
         self.turn = 0
@@ -214,14 +216,8 @@ class Monitor(MonitorEngine):
         return step
 
     def _fresh_chant(self) -> ChantDetector:
-        # One detector per monitor, reset for each answer: it is then as a new one (with the
-        # same hash key), and its buffers are reused instead of a detector built per answer.
-        chant = self.chant
-        if chant is None:
-            chant = ChantDetector(**self.profile.chant.as_dict(), on_event=self.on_event, session_key=self.session_key)
-            self.chant = chant
-        else:
-            chant.reset()
+        chant = ChantDetector(**self.profile.chant.as_dict(), on_event=self.on_event, session_key=self.session_key)
+        self.chant = chant
         self._answered = False
         return chant
 
@@ -367,7 +363,7 @@ class Monitor(MonitorEngine):
         try:
             # A snapshot of a release before warn-then-stop kept its detectors' own levels and
             # every argument.
-            older = {"escalate_after": 0, "ignore_argument_keys": []}
+            older = {"escalate_after": 0, "ignore_argument_keys": [], "tool_policies": {}}
             profile = Profile.from_dict({**older, **header["profile"]}, source="the snapshot's profile")
         except (KeyError, TypeError, ValueError) as error:
             raise SnapshotError(f"corrupt Monitor snapshot: its profile cannot be read ({error})") from None
