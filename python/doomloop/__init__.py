@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         tool_result_hash as tool_result_hash,
     )
     from .tool_loop_config import LoopDetectionConfig as LoopDetectionConfig
+    from .tool_policy import ToolPolicy as ToolPolicy
 
 # Every public name and the module that defines it: `__all__` and the lazy loader both come
 # from this one table (a test checks the imports above agree with it; they re-export each name
@@ -74,6 +75,7 @@ _EXPORTS = {
     "ToolOutcome": "tool_loop",
     "tool_result_hash": "tool_loop",
     "LoopDetectionConfig": "tool_loop_config",
+    "ToolPolicy": "tool_policy",
 }
 
 __all__ = sorted(_EXPORTS)

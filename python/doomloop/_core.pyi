@@ -28,6 +28,7 @@ __all__ = [
     "TextGuard",
     "ToolCallDecision",
     "ToolDecision",
+    "ToolPolicies",
     "ToolLoopEngine",
     "ToolOutcome",
     "__version__",
@@ -468,6 +469,17 @@ class TextGuard:
     def __next__(self) -> str: ...
 
 @final
+class ToolPolicies:
+    """A profile's tool policies as the monitor's hooks read them (built by
+    :func:`doomloop.tool_policy.table`; the first rule matching a tool's name is its policy)."""
+
+    def __new__(
+        cls, rules: Sequence[Tuple[str, Optional[Tuple[Tuple[int, int, int, int], Tuple[int, int, int]]]]]
+    ) -> ToolPolicies: ...
+    def policy_of(self, name: str) -> Optional[str]:
+        """The policy the rules give the tool named ``name``: None, ``"exempt"`` or ``"limits"``."""
+
+@final
 class ToolDecision:
     """What :meth:`doomloop.Monitor.before_tool_call` decided about a call about to run
     (immutable)."""
@@ -508,6 +520,7 @@ class MonitorEngine:
     def __new__(cls, *args: Any, **kwargs: Any) -> Self: ...
     def _set_detectors(self, tool: ToolLoopEngine, session: SessionEngine) -> None: ...
     def _set_ignored_keys(self, keys: list[str]) -> None: ...
+    def _set_tool_policies(self, policies: Optional[ToolPolicies]) -> None: ...
     step: int
     """Steps recorded so far."""
     _run_id: Optional[str]

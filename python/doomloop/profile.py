@@ -7,6 +7,9 @@ A profile file is TOML (``.toml``) or JSON (``.json``) with this schema (docs/mo
     base = "recommended"         # optional: "recommended" (default) or "parity"
     escalate_after = 5           # optional: steps a warned loop may go on before it is stopped (0: never)
     ignore_argument_keys = ["request_id", "timestamp"]   # optional: left out of a call's identity
+    [tool_policies]              # optional: a tool's name or glob -> "exempt" or its own thresholds
+    "wait_*" = { max_identical_actions = 20, warning_threshold = 30, critical_threshold = 60 }
+    "notify_user" = "exempt"
     [session]                    # DoomLoopConfig fields, each optional
     max_consecutive_failures = 5
     [tool_loop]                  # LoopDetectionConfig fields, each optional
@@ -31,6 +34,7 @@ from .chant_config import ChantConfig
 from .errors import ConfigError
 from .session_config import DoomLoopConfig
 from .tool_loop_config import LoopDetectionConfig
+from .tool_policy import ToolPolicy, policies, table
 
 __all__ = ["Profile"]
 
@@ -83,13 +87,17 @@ class Profile:
         ignore_argument_keys: argument keys left out of a call's identity for both detectors
             (a top-level key of a call's arguments): :data:`IGNORE_ARGUMENT_KEYS` in the
             recommended profile, none in parity.
+        tool_policies: ``(pattern, ToolPolicy)`` pairs in order: the first pattern (a tool's
+            name or a glob) matching a tool's name gives its calls thresholds of their own, or
+            exempts them from both detectors (:mod:`doomloop.tool_policy`). None in either
+            named profile.
 
     Build one with :meth:`recommended` (the default everywhere a user does not choose),
     :meth:`parity`, :meth:`from_openclaw`, :meth:`load` or the constructor; change it with
     :meth:`replace`. Immutable; compares, hashes and pickles by value.
     """
 
-    __slots__ = ("name", "session", "tool_loop", "chant", "escalate_after", "ignore_argument_keys")
+    __slots__ = ("name", "session", "tool_loop", "chant", "escalate_after", "ignore_argument_keys", "tool_policies")
 
     name: str
     session: DoomLoopConfig
@@ -97,6 +105,7 @@ class Profile:
     chant: ChantConfig
     escalate_after: int
     ignore_argument_keys: Tuple[str, ...]
+    tool_policies: Tuple[Tuple[str, ToolPolicy], ...]
 
     def __init__(
         self,
@@ -107,6 +116,7 @@ class Profile:
         chant: Optional[ChantConfig] = None,
         escalate_after: int = 0,
         ignore_argument_keys: Any = (),
+        tool_policies: Any = (),
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"Profile.name must be a non-empty str, got {name!r}")
@@ -123,6 +133,10 @@ class Profile:
             if value is not None and not isinstance(value, kind):
                 raise TypeError(f"Profile.{part} must be a {kind.__name__}, got {type(value).__name__}")
             object.__setattr__(self, part, kind() if value is None else value)
+        rules = policies(tool_policies)
+        # Checked against this profile's thresholds now (and the engine's table built once).
+        table(rules, self.session, self.tool_loop)
+        object.__setattr__(self, "tool_policies", rules)
 
     # --- the named profiles ------------------------------------------------------------------
 
@@ -174,6 +188,7 @@ class Profile:
         name = overrides.pop("name", self.name)
         escalate_after = overrides.pop("escalate_after", self.escalate_after)
         ignore_argument_keys = overrides.pop("ignore_argument_keys", self.ignore_argument_keys)
+        tool_policies = overrides.pop("tool_policies", self.tool_policies)
         changes: Dict[str, Dict[str, Any]] = {part: {} for part, _ in _PARTS}
         parts: Dict[str, Any] = {part: getattr(self, part) for part, _ in _PARTS}
         for part, kind in _PARTS:
@@ -195,15 +210,26 @@ class Profile:
         for part, fields in changes.items():
             if fields:
                 parts[part] = parts[part].replace(**fields)
-        return Profile(name, **parts, escalate_after=escalate_after, ignore_argument_keys=ignore_argument_keys)
+        return Profile(
+            name,
+            **parts,
+            escalate_after=escalate_after,
+            ignore_argument_keys=ignore_argument_keys,
+            tool_policies=tool_policies,
+        )
 
     # --- files -------------------------------------------------------------------------------
 
     def to_dict(self) -> Dict[str, Any]:
-        """``{"name", "escalate_after", "ignore_argument_keys", "session", "tool_loop",
-        "chant"}``, each part every field by name."""
+        """``{"name", "escalate_after", "ignore_argument_keys", "tool_policies", "session",
+        "tool_loop", "chant"}``, each part every field by name, each tool policy ``"exempt"``
+        or the thresholds it sets."""
         parts = {part: getattr(self, part).as_dict() for part, _ in _PARTS}
-        monitor = {"escalate_after": self.escalate_after, "ignore_argument_keys": list(self.ignore_argument_keys)}
+        monitor = {
+            "escalate_after": self.escalate_after,
+            "ignore_argument_keys": list(self.ignore_argument_keys),
+            "tool_policies": {pattern: policy.to_value() for pattern, policy in self.tool_policies},
+        }
         return {"name": self.name, **monitor, **parts}
 
     @classmethod
@@ -289,8 +315,7 @@ class Profile:
         data: Dict[str, Any] = {"name": self.name, "base": "recommended"}
         for key in _MONITOR_KEYS:
             if getattr(self, key) != getattr(base, key):
-                value = getattr(self, key)
-                data[key] = list(value) if isinstance(value, tuple) else value
+                data[key] = self.to_dict()[key]
         for part, _ in _PARTS:
             mine, theirs = getattr(self, part).as_dict(), getattr(base, part).as_dict()
             changed = {key: value for key, value in mine.items() if value != theirs[key]}
@@ -307,7 +332,15 @@ class Profile:
         raise AttributeError("Profile is immutable")
 
     def _key(self) -> Tuple[Any, ...]:
-        return (self.name, self.session, self.tool_loop, self.chant, self.escalate_after, self.ignore_argument_keys)
+        return (
+            self.name,
+            self.session,
+            self.tool_loop,
+            self.chant,
+            self.escalate_after,
+            self.ignore_argument_keys,
+            self.tool_policies,
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Profile):
@@ -323,7 +356,8 @@ class Profile:
     def __repr__(self) -> str:
         return (
             f"Profile({self.name!r}, session={self.session!r}, tool_loop={self.tool_loop!r}, chant={self.chant!r}, "
-            f"escalate_after={self.escalate_after!r}, ignore_argument_keys={self.ignore_argument_keys!r})"
+            f"escalate_after={self.escalate_after!r}, ignore_argument_keys={self.ignore_argument_keys!r}, "
+            f"tool_policies={dict(self.tool_policies)!r})"
         )
 
 
@@ -334,6 +368,7 @@ def _rebuilt(
     chant: ChantConfig,
     escalate_after: int = 0,
     ignore_argument_keys: Tuple[str, ...] = (),
+    tool_policies: Tuple[Tuple[str, ToolPolicy], ...] = (),
 ) -> Profile:
     # Module-level, so pickle can name it.
     return Profile(
@@ -343,10 +378,11 @@ def _rebuilt(
         chant=chant,
         escalate_after=escalate_after,
         ignore_argument_keys=ignore_argument_keys,
+        tool_policies=tool_policies,
     )
 
 
-_MONITOR_KEYS = ("escalate_after", "ignore_argument_keys")
+_MONITOR_KEYS = ("escalate_after", "ignore_argument_keys", "tool_policies")
 # The profile's own settings (the monitor's, not a detector's): top-level keys of a file.
 
 
@@ -374,7 +410,16 @@ def _keys(value: Any) -> Tuple[str, ...]:
 def _toml(data: Dict[str, Any], where: str) -> str:
     # The profile schema is flat tables of scalars: a writer for just that (the standard
     # library reads TOML but does not write it).
-    lines = [f"{key} = {_toml_value(data[key], key, where)}" for key in ("name", "base", *_MONITOR_KEYS) if key in data]
+    flat = ("name", "base", "escalate_after", "ignore_argument_keys")
+    lines = [f"{key} = {_toml_value(data[key], key, where)}" for key in flat if key in data]
+    if "tool_policies" in data:
+        lines += ["", "[tool_policies]"]
+        for pattern, policy in data["tool_policies"].items():
+            if isinstance(policy, str):
+                lines.append(f"{json.dumps(pattern)} = {json.dumps(policy)}")
+            else:
+                fields = ", ".join(f"{key} = {value}" for key, value in policy.items())
+                lines.append(f"{json.dumps(pattern)} = {{ {fields} }}")
     for part, _ in _PARTS:
         if part in data:
             lines += ["", f"[{part}]"]

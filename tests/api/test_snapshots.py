@@ -282,8 +282,9 @@ def test_a_snapshot_carries_a_retry_storm_on_and_one_without_its_failure_digest_
     data = detector.to_bytes()
     event = failing(DoomLoopDetector.from_bytes(data), 3)
     assert event is not None and event.metadata["rule"] == "retry_storm"
-    # Written before the failure digest, a snapshot ends before it (its last 8 bytes): its
-    # newest failure reads as its newest result, so the storm counts again from the next one.
-    older = DoomLoopDetector.from_bytes(sealed(data, snapshot_body(data)[:-8]))
+    # Written before the failure digest, a snapshot ends before it and the policy byte (its
+    # last 9 bytes): its newest failure reads as its newest result, so the storm counts again
+    # from the next one.
+    older = DoomLoopDetector.from_bytes(sealed(data, snapshot_body(data)[:-9]))
     assert [failing(older, n) for n in range(3, 6)] == [None] * 3
     assert failing(older, 6) is not None

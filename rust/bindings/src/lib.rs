@@ -9,6 +9,7 @@ mod errors;
 mod ffi;
 mod monitor;
 mod pieces;
+mod policies;
 mod registry;
 mod session;
 mod settings;
@@ -29,6 +30,9 @@ mod _core {
 
     #[pymodule_export]
     use crate::pieces::{chat_pieces, field};
+
+    #[pymodule_export]
+    use crate::policies::ToolPolicies;
 
     #[pymodule_export]
     use crate::registry::RegistryEngine;

@@ -11,9 +11,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
+use doomloop_engine::policy::{Policies, Policy};
+
 use crate::ffi::{lock, DictPosition};
+use crate::policies::ToolPolicies;
 use crate::session::SessionEngine;
-use crate::tool_loop::{blocked_result, LoopVerdict, ToolCallDecision, ToolLoopEngine};
+use crate::tool_loop::{allow, blocked_result, LoopVerdict, ToolCallDecision, ToolLoopEngine};
 
 /// What `before_tool_call` returns: the tool-loop detector's decision and the monitor's
 /// findings about it (immutable).
@@ -26,6 +29,17 @@ pub struct ToolDecision {
     /// The monitor's own veto of a call the detector let through (a warned loop that went on
     /// past its warning), with the text the model sees instead of the result.
     veto: Option<String>,
+}
+
+impl ToolDecision {
+    /// The decision for a call no detector watches: allowed, no finding.
+    fn allowed(py: Python<'_>) -> PyResult<Self> {
+        Ok(ToolDecision {
+            decision: allow(py)?,
+            findings: None,
+            veto: None,
+        })
+    }
 }
 
 #[pymethods]
@@ -144,6 +158,8 @@ struct Parts {
     stop: Option<Py<PyAny>>,
     /// Argument keys left out of a call's identity (the profile's `ignore_argument_keys`).
     ignore: Arc<Ignored>,
+    /// The profile's `tool_policies` (none: every tool has the profile's thresholds).
+    policies: Option<Arc<Policies>>,
 }
 
 /// Argument keys left out of a call's identity, with the lengths of those starting with each
@@ -256,6 +272,16 @@ struct Hooked {
     run_id: Option<Py<PyString>>,
     stopped: bool,
     ignore: Arc<Ignored>,
+    policies: Option<Arc<Policies>>,
+}
+
+impl Hooked {
+    /// The policy of the tool named by `tool`, if a rule names it.
+    fn policy(&self, tool: &Bound<'_, PyAny>) -> Option<Policy> {
+        let policies = self.policies.as_deref()?;
+        let name = tool.cast::<PyString>().ok()?;
+        policies.find(name.to_str().ok()?).copied()
+    }
 }
 
 impl MonitorEngine {
@@ -273,6 +299,7 @@ impl MonitorEngine {
             run_id: parts.run_id.as_ref().map(|r| r.clone_ref(py)),
             stopped: parts.stop.is_some(),
             ignore: Arc::clone(&parts.ignore),
+            policies: parts.policies.clone(),
         };
         if take_step {
             parts.step += 1;
@@ -326,6 +353,12 @@ impl MonitorEngine {
         lock(py, &self.parts).ignore = ignore;
     }
 
+    /// Set the tool policies (the profile's; None: none).
+    fn _set_tool_policies(&self, py: Python<'_>, policies: Option<PyRef<'_, ToolPolicies>>) {
+        let table = policies.map(|p| Arc::clone(&p.table)).filter(|table| !table.is_empty());
+        lock(py, &self.parts).policies = table;
+    }
+
     /// The session loop the monitor stopped, while it holds (None: none).
     #[getter(_stop)]
     fn stop(&self, py: Python<'_>) -> Option<Py<PyAny>> {
@@ -350,8 +383,14 @@ impl MonitorEngine {
         let py = slf.py();
         let hooked = slf.get().hooked(py, true)?;
         let run_id = hooked.run_id.as_ref().map(|r| r.bind(py).as_any());
+        let limits = match hooked.policy(tool) {
+            // Not watched: neither detector sees the call.
+            Some(Policy::Exempt) => return Ok(Py::new(py, ToolDecision::allowed(py)?)?.into_any()),
+            Some(Policy::Limits { tool, .. }) => Some(tool),
+            None => None,
+        };
         let params = &without_ignored(params, &hooked.ignore)?;
-        let decision = ToolLoopEngine::before_tool_call(hooked.tool.bind(py), tool, params, run_id, call_id)?;
+        let decision = ToolLoopEngine::before_limited(hooked.tool.bind(py), tool, params, run_id, call_id, limits)?;
         if !decision.get().stuck() && !hooked.stopped {
             let found = ToolDecision {
                 decision,
@@ -380,6 +419,11 @@ impl MonitorEngine {
     ) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         let hooked = slf.get().hooked(py, false)?;
+        let limits = match hooked.policy(tool) {
+            Some(Policy::Exempt) => return Ok(PyList::empty(py).into_any().unbind()),
+            Some(Policy::Limits { session, .. }) => Some(session),
+            None => None,
+        };
         let run_id = hooked.run_id.as_ref().map(|r| r.bind(py).as_any());
         let params = &without_ignored(params, &hooked.ignore)?;
         let outcome =
@@ -388,7 +432,7 @@ impl MonitorEngine {
         let recorded = error.or(result).unwrap_or(&none);
         let ok = PyBool::new(py, success.unwrap_or(error.is_none()));
         let session = hooked.session.bind(py);
-        SessionEngine::record_action(session, tool, params, recorded, ok.as_any(), None, None)?;
+        SessionEngine::record_limited(session, tool, params, recorded, ok.as_any(), None, None, limits)?;
         if !outcome.get().aborts() && !SessionEngine::is_doom_loop(session)? {
             if hooked.stopped {
                 // The stopped loop no longer holds.

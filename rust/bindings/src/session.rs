@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use doomloop_engine::fingerprint::{hash_action, hash_none, Canon, Sketch};
+use doomloop_engine::policy::ActionLimits;
 use doomloop_engine::session::{
     failure_digest, failure_parts, Action, Finding, Session, SessionConfig, FAILURE_ARGUMENT_BYTES, FAILURE_HEAD_BYTES,
     FAILURE_TAIL_BYTES, SESSION,
@@ -177,6 +178,130 @@ fn empty_mapping_digest() -> u64 {
 }
 
 impl SessionEngine {
+    /// [`Self::record_action`] with the action's tool policy thresholds, if any (a monitor's).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn record_limited(
+        slf: &Bound<'_, Self>,
+        action_type: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyAny>,
+        result: &Bound<'_, PyAny>,
+        success: &Bound<'_, PyAny>,
+        duration: Option<&Bound<'_, PyAny>>,
+        metadata: Option<&Bound<'_, PyAny>>,
+        limits: Option<ActionLimits>,
+    ) -> PyResult<()> {
+        let action_type = action_type
+            .cast::<PyString>()
+            .map_err(|_| PyTypeError::new_err("action_type must be a str"))?;
+        let success = success
+            .cast::<PyBool>()
+            .map_err(|_| PyTypeError::new_err("success must be a bool"))?
+            .is_true();
+        let duration = duration.map_or(Ok(0.0), seconds)?;
+        if let Some(metadata) = metadata {
+            if !metadata.is_none() && !metadata.is_instance_of::<PyDict>() {
+                return Err(PyTypeError::new_err("metadata must be a dict or None"));
+            }
+        }
+        let engine = slf.get();
+        let py = slf.py();
+        // `args=None` is the empty mapping.
+        let sketches = (engine.compares_arguments || engine.names_actions) && !args.is_none();
+        let state = engine.lock(py);
+        let known_kind = state.memo.action_type(action_type);
+        let known_result = state.memo.result(result);
+        let known_args = if args.is_none() {
+            Some(empty_mapping_digest())
+        } else if sketches {
+            None
+        } else {
+            state.memo.args(args)
+        };
+        // What the memo does not know is hashed with the lock released (a key's fingerprint
+        // may run Python code), the sketch in the fingerprint's pass when it can be; when it
+        // knows everything, the action is recorded under the lock it was looked up under.
+        let held = if known_kind.is_none() || known_result.is_none() || known_args.is_none() {
+            drop(state);
+            None
+        } else {
+            Some(state)
+        };
+        let kind = known_kind.unwrap_or_else(|| fingerprint_str(action_type));
+        let result_digest = known_result.unwrap_or_else(|| {
+            if result.is_none() {
+                hash_none()
+            } else {
+                fingerprint(result)
+            }
+        });
+        // Only a config whose rules compare arguments pays for a sketch (it is large to fill).
+        let mut sketch = None;
+        let mut first_string = None;
+        let mut args_snapshot = None;
+        let args_digest = match known_args {
+            Some(digest) => digest,
+            None if sketches => {
+                let (digest, first) = fingerprint_and_sketch(args, sketch.insert(Sketch::EMPTY));
+                first_string = first;
+                digest
+            }
+            None => match DictSnapshot::take(args, MEMO_LONGEST_STR) {
+                Some(snapshot) => {
+                    let digest = snapshot.digest();
+                    args_snapshot = Some(snapshot);
+                    digest
+                }
+                None => fingerprint(args),
+            },
+        };
+        let failure = if engine.digests_failures && !success {
+            failure_of(result, result_digest, first_string.as_ref())
+        } else {
+            result_digest
+        };
+        let preview = first_string.as_ref().map(str_preview);
+        let mut state = match held {
+            Some(state) => state,
+            None => engine.lock(py),
+        };
+        state.session.record_action(&Action {
+            identity: hash_action(kind, args_digest),
+            kind,
+            result: result_digest,
+            failure,
+            success,
+            duration,
+            arguments: sketch.as_ref().unwrap_or(&Sketch::EMPTY),
+            preview: preview.as_deref().unwrap_or(""),
+            limits,
+        });
+        state.session.note_action_type(kind, || action_type.to_string_lossy());
+        // Dropping what the memo held runs no Python code (exact built-in scalars only).
+        if known_kind.is_none() && is_immutable_scalar(action_type, MEMO_LONGEST_STR) {
+            state.memo.action_type = Some((action_type.clone().unbind(), kind));
+        }
+        if known_result.is_none() && is_immutable_scalar(result, MEMO_LONGEST_STR) {
+            state.memo.result = Some((result.clone().unbind(), result_digest));
+        }
+        if let Some(snapshot) = args_snapshot {
+            // The box is reused: fresh arguments on every call allocate no more than before.
+            match &mut state.memo.args {
+                Some(kept) => **kept = snapshot,
+                None => state.memo.args = Some(Box::new(snapshot)),
+            }
+        }
+        if engine.clock.is_some() {
+            // A Python clock is called with the lock released.
+            drop(state);
+            Self::observe(slf)?;
+        } else {
+            let (finding, episode) = engine.evaluate(&mut state.session, None);
+            drop(state);
+            Self::report(slf, finding, episode)?;
+        }
+        Ok(())
+    }
+
     #[inline]
     fn lock(&self, py: Python<'_>) -> MutexGuard<'_, State> {
         let state = lock(py, &self.state);
@@ -352,115 +477,7 @@ impl SessionEngine {
         duration: Option<&Bound<'_, PyAny>>,
         metadata: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let action_type = action_type
-            .cast::<PyString>()
-            .map_err(|_| PyTypeError::new_err("action_type must be a str"))?;
-        let success = success
-            .cast::<PyBool>()
-            .map_err(|_| PyTypeError::new_err("success must be a bool"))?
-            .is_true();
-        let duration = duration.map_or(Ok(0.0), seconds)?;
-        if let Some(metadata) = metadata {
-            if !metadata.is_none() && !metadata.is_instance_of::<PyDict>() {
-                return Err(PyTypeError::new_err("metadata must be a dict or None"));
-            }
-        }
-        let engine = slf.get();
-        let py = slf.py();
-        // `args=None` is the empty mapping.
-        let sketches = (engine.compares_arguments || engine.names_actions) && !args.is_none();
-        let state = engine.lock(py);
-        let known_kind = state.memo.action_type(action_type);
-        let known_result = state.memo.result(result);
-        let known_args = if args.is_none() {
-            Some(empty_mapping_digest())
-        } else if sketches {
-            None
-        } else {
-            state.memo.args(args)
-        };
-        // What the memo does not know is hashed with the lock released (a key's fingerprint
-        // may run Python code), the sketch in the fingerprint's pass when it can be; when it
-        // knows everything, the action is recorded under the lock it was looked up under.
-        let held = if known_kind.is_none() || known_result.is_none() || known_args.is_none() {
-            drop(state);
-            None
-        } else {
-            Some(state)
-        };
-        let kind = known_kind.unwrap_or_else(|| fingerprint_str(action_type));
-        let result_digest = known_result.unwrap_or_else(|| {
-            if result.is_none() {
-                hash_none()
-            } else {
-                fingerprint(result)
-            }
-        });
-        // Only a config whose rules compare arguments pays for a sketch (it is large to fill).
-        let mut sketch = None;
-        let mut first_string = None;
-        let mut args_snapshot = None;
-        let args_digest = match known_args {
-            Some(digest) => digest,
-            None if sketches => {
-                let (digest, first) = fingerprint_and_sketch(args, sketch.insert(Sketch::EMPTY));
-                first_string = first;
-                digest
-            }
-            None => match DictSnapshot::take(args, MEMO_LONGEST_STR) {
-                Some(snapshot) => {
-                    let digest = snapshot.digest();
-                    args_snapshot = Some(snapshot);
-                    digest
-                }
-                None => fingerprint(args),
-            },
-        };
-        let failure = if engine.digests_failures && !success {
-            failure_of(result, result_digest, first_string.as_ref())
-        } else {
-            result_digest
-        };
-        let preview = first_string.as_ref().map(str_preview);
-        let mut state = match held {
-            Some(state) => state,
-            None => engine.lock(py),
-        };
-        state.session.record_action(&Action {
-            identity: hash_action(kind, args_digest),
-            kind,
-            result: result_digest,
-            failure,
-            success,
-            duration,
-            arguments: sketch.as_ref().unwrap_or(&Sketch::EMPTY),
-            preview: preview.as_deref().unwrap_or(""),
-        });
-        state.session.note_action_type(kind, || action_type.to_string_lossy());
-        // Dropping what the memo held runs no Python code (exact built-in scalars only).
-        if known_kind.is_none() && is_immutable_scalar(action_type, MEMO_LONGEST_STR) {
-            state.memo.action_type = Some((action_type.clone().unbind(), kind));
-        }
-        if known_result.is_none() && is_immutable_scalar(result, MEMO_LONGEST_STR) {
-            state.memo.result = Some((result.clone().unbind(), result_digest));
-        }
-        if let Some(snapshot) = args_snapshot {
-            // The box is reused: fresh arguments on every call allocate no more than before.
-            match &mut state.memo.args {
-                Some(kept) => **kept = snapshot,
-                None => state.memo.args = Some(Box::new(snapshot)),
-            }
-        }
-        if engine.clock.is_some() {
-            // A Python clock is called with the lock released.
-            drop(state);
-            Self::observe(slf)?;
-        } else {
-            let (finding, episode) = engine.evaluate(&mut state.session, None);
-            drop(state);
-            Self::report(slf, finding, episode)?;
-        }
-        Ok(())
+        Self::record_limited(slf, action_type, args, result, success, duration, metadata, None)
     }
 
     /// Record one whole model response for REPEATED_OUTPUT: a chant inside it (windows never

@@ -8,6 +8,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
+use doomloop_engine::policy::ToolLimits;
 use doomloop_engine::snapshot::Snapshot;
 use doomloop_engine::tool_loop::{
     compaction_message, CompactionGuard, Decision, Detector, Finding, GuardVerdict as EngineGuardVerdict, Level,
@@ -219,7 +220,7 @@ fn not_stuck(py: Python<'_>) -> PyResult<Py<LoopVerdict>> {
     })
 }
 
-fn allow(py: Python<'_>) -> PyResult<Py<ToolCallDecision>> {
+pub(crate) fn allow(py: Python<'_>) -> PyResult<Py<ToolCallDecision>> {
     shared(&ALLOW, py, || {
         Ok(ToolCallDecision {
             verdict: not_stuck(py)?,
@@ -297,6 +298,55 @@ pub struct ToolLoopEngine {
 }
 
 impl ToolLoopEngine {
+    /// [`Self::before_tool_call`] with the call's tool policy thresholds, if any (a monitor's).
+    pub(crate) fn before_limited(
+        slf: &Bound<'_, Self>,
+        tool: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
+        run_id: Option<&Bound<'_, PyAny>>,
+        tool_call_id: Option<&Bound<'_, PyAny>>,
+        limits: Option<ToolLimits>,
+    ) -> PyResult<Py<ToolCallDecision>> {
+        let py = slf.py();
+        let engine = slf.get();
+        let mut call = parse_call(engine.rules(), Some(&engine.memo), tool, params, run_id, tool_call_id)?;
+        call.key.limits = limits;
+        let tool_name = call.tool.to_string_lossy();
+        let (decision, new_episode, found): (Decision, bool, Option<FindingNames>) = {
+            let mut session = engine.lock(py);
+            let (decision, new_episode) = session.before_call(&call.key, call.call_id, &tool_name);
+            let found = decision.finding.map(|f| Self::names_of(&session, f, &call));
+            (decision, new_episode, found)
+        };
+        if found.is_none() {
+            return allow(py);
+        }
+        let verdict = verdict_of(py, &call, found)?;
+        let blocked = if decision.blocked {
+            let message = verdict.get().message.clone().unwrap_or_default();
+            Some(blocked_result(py, &message)?.unbind())
+        } else {
+            None
+        };
+        let decision = Py::new(
+            py,
+            ToolCallDecision {
+                verdict,
+                blocked: decision.blocked,
+                emit_warning: decision.emit_warning,
+                blocked_result: blocked,
+            },
+        )?;
+        let d = decision.get();
+        if let (true, Some(on_loop)) = (d.emit_warning || new_episode, &engine.on_loop) {
+            on_loop.call1(py, (slf, decision.clone_ref(py)))?;
+        }
+        if let (true, Some(on_event)) = (d.blocked || d.emit_warning, &engine.on_event) {
+            on_event.call1(py, (slf, decision.clone_ref(py), run_id))?;
+        }
+        Ok(decision)
+    }
+
     #[inline]
     fn lock(&self, py: Python<'_>) -> MutexGuard<'_, NamedSession> {
         lock(py, &self.state)
@@ -514,43 +564,7 @@ impl ToolLoopEngine {
         run_id: Option<&Bound<'_, PyAny>>,
         tool_call_id: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<ToolCallDecision>> {
-        let py = slf.py();
-        let engine = slf.get();
-        let call = parse_call(engine.rules(), Some(&engine.memo), tool, params, run_id, tool_call_id)?;
-        let tool_name = call.tool.to_string_lossy();
-        let (decision, new_episode, found): (Decision, bool, Option<FindingNames>) = {
-            let mut session = engine.lock(py);
-            let (decision, new_episode) = session.before_call(&call.key, call.call_id, &tool_name);
-            let found = decision.finding.map(|f| Self::names_of(&session, f, &call));
-            (decision, new_episode, found)
-        };
-        if found.is_none() {
-            return allow(py);
-        }
-        let verdict = verdict_of(py, &call, found)?;
-        let blocked = if decision.blocked {
-            let message = verdict.get().message.clone().unwrap_or_default();
-            Some(blocked_result(py, &message)?.unbind())
-        } else {
-            None
-        };
-        let decision = Py::new(
-            py,
-            ToolCallDecision {
-                verdict,
-                blocked: decision.blocked,
-                emit_warning: decision.emit_warning,
-                blocked_result: blocked,
-            },
-        )?;
-        let d = decision.get();
-        if let (true, Some(on_loop)) = (d.emit_warning || new_episode, &engine.on_loop) {
-            on_loop.call1(py, (slf, decision.clone_ref(py)))?;
-        }
-        if let (true, Some(on_event)) = (d.blocked || d.emit_warning, &engine.on_event) {
-            on_event.call1(py, (slf, decision.clone_ref(py), run_id))?;
-        }
-        Ok(decision)
+        Self::before_limited(slf, tool, params, run_id, tool_call_id, None)
     }
 
     /// Record a finished call's outcome and feed it to the post-compaction guard.

@@ -309,6 +309,7 @@ pub(crate) fn parse_call<'py>(
             args: hash_action(tool_digest, params_digest),
             run,
             known_poll,
+            limits: None,
         },
         call_id,
         tool,

@@ -6,6 +6,7 @@ pub mod chant;
 pub mod fingerprint;
 pub mod idle_map;
 pub mod names;
+pub mod policy;
 pub mod ring;
 pub mod session;
 pub mod settings;

@@ -24,6 +24,7 @@ use std::collections::{HashMap, VecDeque};
 use crate::chant::{Chant, ChantEvent, HashKey, TextInput};
 use crate::fingerprint::{CachedSketch, SeenValues, Sketch, TextFeatures, SKETCH_ROOT};
 use crate::names::RecentNames;
+use crate::policy::ActionLimits;
 use crate::ring::Ring;
 
 pub use config::{SessionConfig, SESSION};
@@ -243,6 +244,9 @@ pub struct Action<'a> {
     /// The first string argument, to name the action in descriptions (read only when
     /// [`SessionConfig::names_actions`]).
     pub preview: &'a str,
+    /// Its tool's policy thresholds (a profile's `tool_policies`), if any: the checks after
+    /// it use them in place of the config's.
+    pub limits: Option<ActionLimits>,
 }
 
 /// Bytes of text a [`Preview`] keeps.
@@ -441,6 +445,8 @@ pub struct Session {
     arguments: Option<Box<ArgumentState>>,
     /// The responses' sketches and the repeated-response run.
     responses: Option<Box<ResponseState>>,
+    /// The newest action's policy thresholds ([`Action::limits`]).
+    limits: Option<ActionLimits>,
 }
 
 impl Session {
@@ -476,6 +482,7 @@ impl Session {
             alike_failure_run: 0,
             arguments: None,
             responses: None,
+            limits: None,
             config,
         }
     }
@@ -573,6 +580,7 @@ impl Session {
             };
         }
         self.history.push(record);
+        self.limits = action.limits;
         self.stats.total_actions += 1;
         if failed {
             self.stats.failed_actions += 1;
@@ -704,26 +712,27 @@ impl Session {
         let total = self.stats.total_actions;
         let c = &self.config;
         if total >= 2 {
+            let t = self.thresholds();
             // A run never exceeds the number of actions, so "the last N" always exist here.
             let alike_same_result = self.alike_run.min(self.same_result_run);
-            if self.identical_run >= c.max_identical_actions {
+            if self.identical_run >= t.identical {
                 return Some(Finding::IdenticalAction);
             }
             if c.similar_by_arguments {
-                if alike_same_result >= c.max_similar_actions {
+                if alike_same_result >= t.similar {
                     return Some(Finding::SimilarArguments);
                 }
-            } else if self.similar_run >= c.max_similar_actions {
+            } else if self.similar_run >= t.similar {
                 return Some(Finding::SimilarAction);
             }
             if c.failures_by_arguments {
-                if self.alike_failure_run >= c.max_consecutive_failures {
+                if self.alike_failure_run >= t.failures {
                     return Some(Finding::RetryStorm);
                 }
-            } else if self.failure_run >= c.max_consecutive_failures {
+            } else if self.failure_run >= t.failures {
                 return Some(Finding::RepeatedFailure);
             }
-            let n = c.max_no_progress_steps;
+            let n = t.no_progress;
             if c.no_progress_by_arguments {
                 if alike_same_result >= n && !self.marker_since(total - n) {
                     return Some(Finding::AlikeNoProgress);
@@ -752,12 +761,31 @@ impl Session {
         None
     }
 
+    /// The action checks' thresholds: the newest action's policy's, else the config's.
+    #[inline]
+    fn thresholds(&self) -> ActionLimits {
+        self.limits.unwrap_or(ActionLimits {
+            identical: self.config.max_identical_actions,
+            similar: self.config.max_similar_actions,
+            failures: self.config.max_consecutive_failures,
+            no_progress: self.config.max_no_progress_steps,
+        })
+    }
+
     /// What `finding` found, in words: which rule fired and why. Upstream's rules keep its
     /// sentences (naming what repeated only with `detailed_descriptions`); doomloop's own
     /// always name the repeated action or response.
     pub fn describe(&self, finding: Finding) -> String {
         let c = &self.config;
-        let sentence = finding.upstream_sentence(c);
+        // The thresholds a sentence quotes are the ones the check used.
+        let t = self.thresholds();
+        let sentence = finding.upstream_sentence(&SessionConfig {
+            max_identical_actions: t.identical,
+            max_similar_actions: t.similar,
+            max_consecutive_failures: t.failures,
+            max_no_progress_steps: t.no_progress,
+            ..c.clone()
+        });
         let own = matches!(
             finding,
             Finding::SimilarArguments | Finding::RetryStorm | Finding::AlikeNoProgress | Finding::RepeatedResponse
@@ -1001,6 +1029,7 @@ mod tests {
             duration,
             arguments: &Sketch::default(),
             preview: "",
+            limits: None,
         });
     }
 
@@ -1234,6 +1263,7 @@ mod tests {
             duration: 0.0,
             arguments: &sketch,
             preview: line,
+            limits: None,
         });
     }
 
@@ -1283,6 +1313,7 @@ mod tests {
             duration: 0.0,
             arguments: &sketch,
             preview: line,
+            limits: None,
         });
     }
 
@@ -1319,6 +1350,44 @@ mod tests {
             );
         }
         assert_eq!(errors.finding(T), None);
+    }
+
+    #[test]
+    fn the_newest_actions_policy_sets_the_action_checks_thresholds() {
+        let room = ActionLimits {
+            identical: 6,
+            similar: 8,
+            failures: 8,
+            no_progress: 8,
+        };
+        let mut s = session(SessionConfig::default());
+        let sketch = Sketch::EMPTY;
+        let poll = |s: &mut Session, limits| {
+            s.record_action(&Action {
+                identity: 7,
+                kind: 1,
+                result: 2,
+                failure: 2,
+                success: true,
+                duration: 0.0,
+                arguments: &sketch,
+                preview: "",
+                limits,
+            })
+        };
+        for _ in 0..5 {
+            poll(&mut s, Some(room));
+        }
+        assert_eq!(s.finding(T), None);
+        poll(&mut s, Some(room));
+        assert_eq!(s.finding(T), Some(Finding::IdenticalAction));
+        assert_eq!(s.describe(Finding::IdenticalAction), "Same action repeated 6 times");
+        // The same calls without the policy: the config's threshold of 3.
+        let mut plain = session(SessionConfig::default());
+        for _ in 0..3 {
+            poll(&mut plain, None);
+        }
+        assert_eq!(plain.finding(T), Some(Finding::IdenticalAction));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use crate::chant::{read_event, write_event, Chant, HashKey};
 use crate::fingerprint::{Sketch, SKETCH_SIZE};
+use crate::policy::ActionLimits;
 use crate::settings::Value;
 use crate::snapshot::{invalid, open, seal, Reader, SnapshotError, SnapshotKind, Writer};
 
@@ -46,6 +47,27 @@ fn read_preview(r: &mut Reader<'_>) -> Result<Preview, SnapshotError> {
     }
     preview.cut = cut;
     Ok(preview)
+}
+
+/// The newest action's policy thresholds, after a presence byte.
+fn read_limits(r: &mut Reader<'_>) -> Result<Option<ActionLimits>, SnapshotError> {
+    let what = "the newest action's policy";
+    match r.u8(what)? {
+        0 => Ok(None),
+        1 => {
+            let mut threshold = || match r.u64(what)? {
+                0 => Err(invalid("a policy threshold is 0")),
+                value => Ok(value),
+            };
+            Ok(Some(ActionLimits {
+                identical: threshold()?,
+                similar: threshold()?,
+                failures: threshold()?,
+                no_progress: threshold()?,
+            }))
+        }
+        other => Err(invalid(format!("{what} has presence byte {other}"))),
+    }
 }
 
 fn loop_type_of(byte: u8) -> Result<LoopType, SnapshotError> {
@@ -149,8 +171,18 @@ impl Session {
                 None => w.u8(0),
             }
             w.u64(responses.map_or(0, |r| r.run));
-            // Last, so a snapshot written before the failure digest existed still reads.
+            // Last, so a snapshot written before these existed still reads: the newest
+            // failure digest, then the newest action's policy thresholds.
             w.u64(kept.failure);
+            match self.limits {
+                Some(limits) => {
+                    w.u8(1);
+                    for threshold in [limits.identical, limits.similar, limits.failures, limits.no_progress] {
+                        w.u64(threshold);
+                    }
+                }
+                None => w.u8(0),
+            }
         }))
     }
 
@@ -294,6 +326,7 @@ impl Session {
             r.u64("the newest failure")?
         };
         let kept = ArgumentState { failure, ..kept };
+        s.limits = if r.remaining() == 0 { None } else { read_limits(&mut r)? };
         // Allocated as the rules would have: the arguments' state where descriptions name
         // actions, the responses' once one was recorded.
         if s.config.names_actions() {

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use crate::fingerprint::hash_two;
 use crate::names::NameTable;
+use crate::policy::ToolLimits;
 use crate::ring::Ring;
 use crate::settings::{shared, Value};
 
@@ -58,6 +59,9 @@ pub struct CallKey {
     pub args: u64,
     pub run: Option<u64>,
     pub known_poll: bool,
+    /// Its tool's policy thresholds (a profile's `tool_policies`), if any: the rules judge
+    /// this call by them in place of the config's.
+    pub limits: Option<ToolLimits>,
 }
 
 /// What a finished call produced, as digests.
@@ -402,13 +406,18 @@ pub struct ToolLoopSession<N> {
     guard: CompactionGuard,
 }
 
+/// The lowest threshold of any rule, and of the rules that count over the whole window.
+fn lowest_thresholds(c: &LoopConfig) -> (usize, usize) {
+    let lowest_window = c.warning.min(c.critical).min(c.global);
+    (lowest_window.min(c.unknown_tool) as usize, lowest_window as usize)
+}
+
 impl<N> ToolLoopSession<N> {
     pub fn new(config: LoopConfig) -> Self {
-        let c = &config;
-        let lowest_window = c.warning.min(c.critical).min(c.global);
+        let (lowest_threshold, lowest_window_threshold) = lowest_thresholds(&config);
         ToolLoopSession {
-            lowest_threshold: lowest_window.min(c.unknown_tool) as usize,
-            lowest_window_threshold: lowest_window as usize,
+            lowest_threshold,
+            lowest_window_threshold,
             history: Ring::new(config.history_size),
             ids: None,
             runs: Vec::new(),
@@ -628,20 +637,34 @@ impl<N> ToolLoopSession<N> {
 
     /// The verdict for `key` now, without side effects (`None`: not stuck).
     pub fn detect(&self, key: &CallKey) -> Option<Finding> {
+        // A policy's thresholds in place of the config's (a copy only for such a call).
+        let limited;
+        let (c, lowest_threshold, lowest_window_threshold) = match key.limits {
+            None => (&self.config, self.lowest_threshold, self.lowest_window_threshold),
+            Some(limits) => {
+                limited = LoopConfig {
+                    warning: limits.warning,
+                    critical: limits.critical,
+                    global: limits.global,
+                    ..self.config
+                };
+                let (lowest, window) = lowest_thresholds(&limited);
+                (&limited, lowest, window)
+            }
+        };
         // Every count is bounded by the history's length (a ping-pong count by one more): while
         // the history is shorter than the lowest threshold, no detector can fire.
-        if !self.config.detect || self.history.len() + 1 < self.lowest_threshold {
+        if !c.detect || self.history.len() + 1 < lowest_threshold {
             return None;
         }
         // Likewise the streak and the recent count (the one pass over the whole window) are
         // only counted once the history could hold enough records to reach their thresholds
         // (or a cycle's count, one more, the warning threshold: the cycle and churn rules
         // need the recent count first).
-        let count_window = self.history.len() + 1 >= self.lowest_window_threshold;
+        let count_window = self.history.len() + 1 >= lowest_window_threshold;
         // Records are scoped by the run's index.
         let key = &self.local(key);
         let scan = Scan::run(&self.history, self.ids.as_deref(), key, count_window);
-        let c = &self.config;
         let finding = |level, detector, count, key_digest, result, other, source_back| Finding {
             level,
             detector,
@@ -1031,6 +1054,7 @@ mod tests {
             args: hash_action(t, hash_i64(arg)),
             run: None,
             known_poll: false,
+            limits: None,
         }
     }
 
@@ -1077,6 +1101,43 @@ mod tests {
         );
         // The veto is sticky and not recorded.
         assert_eq!(s.history_len(), 5);
+    }
+
+    #[test]
+    fn a_calls_policy_thresholds_judge_it() {
+        // The config warns at 3 and blocks at 5; this tool's policy gives it 6 and 9, and
+        // another tool's policy gives none (a warning at 1, a block at 2).
+        let mut s = ToolLoopSession::new(config(3, 5, 8));
+        let room = CallKey {
+            limits: Some(ToolLimits {
+                warning: 6,
+                critical: 9,
+                global: 12,
+            }),
+            ..key("wait", 1)
+        };
+        let levels: Vec<_> = (0..10)
+            .map(|_| call(&mut s, &room, 7).finding.map(|f| f.level))
+            .collect();
+        let expected = [
+            [None; 6].as_slice(),
+            &[Some(Level::Warning); 3],
+            &[Some(Level::Critical)],
+        ]
+        .concat();
+        assert_eq!(levels, expected);
+        let none = CallKey {
+            limits: Some(ToolLimits {
+                warning: 1,
+                critical: 2,
+                global: 3,
+            }),
+            ..key("deploy", 1)
+        };
+        let levels: Vec<_> = (0..3)
+            .map(|_| call(&mut s, &none, 7).finding.map(|f| f.level))
+            .collect();
+        assert_eq!(levels, [None, Some(Level::Warning), Some(Level::Critical)]);
     }
 
     #[test]
