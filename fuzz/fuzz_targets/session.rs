@@ -375,10 +375,12 @@ fuzz_target!(|input: (Config, Vec<Op>)| {
                     identity,
                     kind,
                     result,
+                    failure: result,
                     success: *success,
                     duration: *duration,
                     arguments: &sketch,
                     preview: text,
+                    limits: None,
                 });
                 let failed = !*success || *duration > c.max_time_per_action;
                 model.actions.push((identity, kind, result, failed));

@@ -88,6 +88,7 @@ fn call_key(tool: u8, variant: u8, run: u8) -> (CallKey, u8) {
             r => Some(u64::from(r)),
         },
         known_poll: tool == POLL_TOOL && variant < 2,
+        limits: None,
     };
     (key, tool)
 }
