@@ -60,6 +60,15 @@ _LITELLM_SETUP = (
     "loop = asyncio.new_event_loop()"
 )
 
+# 1,000 distinct actions, each with a 2 KB traceback whose last line differs (so no loop).
+_FAILED_SETUP = (
+    "d = doomloop.DoomLoopDetector(doomloop.DoomLoopConfig.recommended()); d.start_session()\n"
+    "rec, chk = d.record_action, d.is_doom_loop\n"
+    "name = lambda i: ''.join(chr(97 + i // 26**k % 26) for k in range(3))  # another error each time: no loop\n"
+    "frames = '  File \"/testbed/src/package/core.py\", line 120, in parse_header\\n    return int(v)\\n' * 28\n"
+    "pool = [({'command': f'python run.py --case {i}'}, f'Traceback:\\n{frames}ValueError: {name(i)}') for i in range(1000)]"
+)
+
 # name: (what one operation is, operations per N, N, setup, loop body run N times)
 SCENARIOS = {
     "session": (
@@ -84,22 +93,14 @@ SCENARIOS = {
         " (1,000 distinct, no loop), digested for retry_storm",
         1,
         20_000,
-        "d = doomloop.DoomLoopDetector(doomloop.DoomLoopConfig.recommended()); d.start_session()\n"
-        "rec, chk = d.record_action, d.is_doom_loop\n"
-        "name = lambda i: ''.join(chr(97 + i // 26**k % 26) for k in range(3))  # another error each time: no loop\n"
-        "frames = '  File \"/testbed/src/package/core.py\", line 120, in parse_header\\n    return int(v)\\n' * 28\n"
-        "pool = [({'command': f'python run.py --case {i}'}, f'Traceback:\\n{frames}ValueError: {name(i)}') for i in range(1000)]",
+        _FAILED_SETUP,
         "a, r = pool[i % 1000]; rec('bash', a, r, False); chk()",
     ),
     "session_failed_ok": (
         "the same actions as 'session_failed', succeeding: the cost of the digest is the difference",
         1,
         20_000,
-        "d = doomloop.DoomLoopDetector(doomloop.DoomLoopConfig.recommended()); d.start_session()\n"
-        "rec, chk = d.record_action, d.is_doom_loop\n"
-        "name = lambda i: ''.join(chr(97 + i // 26**k % 26) for k in range(3))  # another error each time: no loop\n"
-        "frames = '  File \"/testbed/src/package/core.py\", line 120, in parse_header\\n    return int(v)\\n' * 28\n"
-        "pool = [({'command': f'python run.py --case {i}'}, f'Traceback:\\n{frames}ValueError: {name(i)}') for i in range(1000)]",
+        _FAILED_SETUP,
         "a, r = pool[i % 1000]; rec('bash', a, r, True); chk()",
     ),
     "tool": (

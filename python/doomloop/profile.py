@@ -313,9 +313,10 @@ class Profile:
     def _file_data(self) -> Dict[str, Any]:
         base = Profile.recommended()
         data: Dict[str, Any] = {"name": self.name, "base": "recommended"}
+        mine = self.to_dict()
         for key in _MONITOR_KEYS:
             if getattr(self, key) != getattr(base, key):
-                data[key] = self.to_dict()[key]
+                data[key] = mine[key]
         for part, _ in _PARTS:
             mine, theirs = getattr(self, part).as_dict(), getattr(base, part).as_dict()
             changed = {key: value for key, value in mine.items() if value != theirs[key]}

@@ -25,8 +25,9 @@ use crate::canonical::{
 };
 use crate::chunks::scan_text;
 use crate::errors::{restored_state, snapshot_error, snapshot_refused};
-use crate::ffi::{exact, is_ascii, is_huge_negative, lock, str_length, substring, surrogatepass, type_name, Exact};
+use crate::ffi::{exact, is_ascii, is_huge_negative, lock, str_length, substring, type_name, Exact};
 use crate::settings::checked;
+use crate::tool_results::text_bytes;
 
 /// Strs longer than this (in code points) are not kept by the input memo (it would keep them
 /// alive as long as the detector).
@@ -123,18 +124,14 @@ fn failure_of(result: &Bound<'_, PyAny>, digest: u64, argument: Option<&Bound<'_
             Some(argument.clone())
         }
     });
-    let digest_with = |head: &[u8], tail: &[u8]| match &argument {
-        Some(argument) => with_utf8(argument, |argument| {
-            failure_digest(head, tail, argument.get(..FAILURE_ARGUMENT_BYTES).unwrap_or(argument))
-        }),
-        None => failure_digest(head, tail, b""),
-    };
+    let argument = argument.as_ref().map(text_bytes);
+    let argument = argument.as_deref().unwrap_or(b"");
+    let argument = argument.get(..FAILURE_ARGUMENT_BYTES).unwrap_or(argument);
     let length = str_length(text).unwrap_or(0);
     if length <= FAILURE_HEAD_BYTES + FAILURE_TAIL_BYTES || is_ascii(text).unwrap_or(true) {
-        return with_utf8(text, |whole| {
-            let (head, tail) = failure_parts(whole);
-            digest_with(head, tail)
-        });
+        let whole = text_bytes(text);
+        let (head, tail) = failure_parts(&whole);
+        return failure_digest(head, tail, argument);
     }
     // A long text not in ASCII: its first and last code points, as many as the bytes read (at
     // least that many bytes each), so no UTF-8 copy of the whole is cached on the str.
@@ -142,28 +139,14 @@ fn failure_of(result: &Bound<'_, PyAny>, digest: u64, argument: Option<&Bound<'_
     let (Some(first), Some(last)) = (piece(0, FAILURE_HEAD_BYTES), piece(length - FAILURE_TAIL_BYTES, length)) else {
         return digest;
     };
-    with_utf8(&first, |head| {
-        with_utf8(&last, |tail| {
-            let head = head.get(..FAILURE_HEAD_BYTES).unwrap_or(head);
-            digest_with(
-                head,
-                tail.get(tail.len().saturating_sub(FAILURE_TAIL_BYTES)..)
-                    .unwrap_or(tail),
-            )
-        })
-    })
-}
-
-/// `read` a str's UTF-8, lone surrogates as `surrogatepass` encodes them (empty when even
-/// that fails).
-fn with_utf8<R>(string: &Bound<'_, PyString>, read: impl FnOnce(&[u8]) -> R) -> R {
-    if let Ok(text) = string.to_str() {
-        return read(text.as_bytes());
-    }
-    match surrogatepass(string) {
-        Ok(encoded) => read(encoded.as_bytes()),
-        Err(_) => read(b""),
-    }
+    let (head, tail) = (text_bytes(&first), text_bytes(&last));
+    let head = head.get(..FAILURE_HEAD_BYTES).unwrap_or(&head[..]);
+    failure_digest(
+        head,
+        tail.get(tail.len().saturating_sub(FAILURE_TAIL_BYTES)..)
+            .unwrap_or(&tail[..]),
+        argument,
+    )
 }
 
 pub(crate) fn monotonic_seconds() -> f64 {

@@ -10,7 +10,7 @@
 //! text only the head and the tail are read: what failed, and the exception at the end of a
 //! traceback.
 
-use crate::fingerprint::{hash_two, word_byte};
+use crate::fingerprint::{hash_two, word_byte, FNV_OFFSET, FNV_PRIME};
 
 /// Bytes read at the start of a long result's UTF-8 (what failed, for most tools)...
 pub const FAILURE_HEAD_BYTES: usize = 4096;
@@ -28,8 +28,6 @@ const FAILURE_TAG: u8 = 0x46;
 /// What a masked word hashes as (no word's hash: those are FNV-1a of at least one byte).
 const MASKED: u64 = 0;
 
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 /// The multiplier that chains the words' hashes (the 64-bit golden ratio, odd).
 const CHAIN: u64 = 0x9e37_79b9_7f4a_7c15;
 

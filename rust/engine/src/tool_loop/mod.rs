@@ -1103,19 +1103,24 @@ mod tests {
         assert_eq!(s.history_len(), 5);
     }
 
+    /// A call of `tool` under a policy with these thresholds.
+    fn limited(tool: &str, warning: u32, critical: u32, global: u32) -> CallKey {
+        CallKey {
+            limits: Some(ToolLimits {
+                warning,
+                critical,
+                global,
+            }),
+            ..key(tool, 1)
+        }
+    }
+
     #[test]
     fn a_calls_policy_thresholds_judge_it() {
         // The config warns at 3 and blocks at 5; this tool's policy gives it 6 and 9, and
         // another tool's policy gives none (a warning at 1, a block at 2).
         let mut s = ToolLoopSession::new(config(3, 5, 8));
-        let room = CallKey {
-            limits: Some(ToolLimits {
-                warning: 6,
-                critical: 9,
-                global: 12,
-            }),
-            ..key("wait", 1)
-        };
+        let room = limited("wait", 6, 9, 12);
         let levels: Vec<_> = (0..10)
             .map(|_| call(&mut s, &room, 7).finding.map(|f| f.level))
             .collect();
@@ -1126,14 +1131,7 @@ mod tests {
         ]
         .concat();
         assert_eq!(levels, expected);
-        let none = CallKey {
-            limits: Some(ToolLimits {
-                warning: 1,
-                critical: 2,
-                global: 3,
-            }),
-            ..key("deploy", 1)
-        };
+        let none = limited("deploy", 1, 2, 3);
         let levels: Vec<_> = (0..3)
             .map(|_| call(&mut s, &none, 7).finding.map(|f| f.level))
             .collect();
