@@ -312,6 +312,37 @@ def test_a_poll_whose_output_changes_only_in_volatile_tokens_makes_no_progress()
     assert keyword.get_stats()["calls"] <= keyword.config.critical_threshold + 1
 
 
+def _job(n: int, done: int = 0) -> dict[str, object]:
+    return {
+        "job": "42",
+        "state": "running",
+        "pid": 811 + n,
+        "elapsed_ms": 1500 + 7000 * n,
+        "checkedAt": f"2026-12-02T05:{n % 60:02d}:{(7 * n) % 60:02d}Z",
+        "log": [f"05:{n % 60:02d}:00 still waiting on /tmp/build-{n}/out"],
+        "steps_done": done,
+    }
+
+
+def test_a_poll_whose_mapping_changes_only_in_volatile_parts_makes_no_progress() -> None:
+    # A plain mapping (no OpenClaw content or details): its texts are masked at every depth,
+    # and the pid, the elapsed time and the check time are masked whole by their keys.
+    keyword = ToolLoopDetector()
+    blocked = None
+    for n in range(25):
+        if keyword.before_tool_call("job_status", {"id": 42}).blocked:
+            blocked = n
+            break
+        keyword.after_tool_call("job_status", {"id": 42}, result=_job(n))
+    assert blocked is not None
+    assert keyword.get_stats()["calls"] <= keyword.config.critical_threshold + 1
+    # Progress in a field that names no volatile quantity is progress.
+    detector = ToolLoopDetector()
+    for n in range(25):
+        assert detector.before_tool_call("job_status", {"id": 42}).verdict.level != "critical"
+        detector.after_tool_call("job_status", {"id": 42}, result=_job(n, done=n))
+
+
 def test_progress_in_a_poll_is_not_masked() -> None:
     detector = ToolLoopDetector()
     for n in range(25):

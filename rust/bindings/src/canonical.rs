@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use doomloop_engine::fingerprint::{self as fp, Canon, Sketch, TextFeatures};
+use doomloop_engine::volatile;
 
 use crate::ffi::{
     dict_len, exact, hash_bytearray, is_ascii, is_huge_negative, number_float, number_index, str_length, substring,
@@ -89,30 +90,95 @@ impl Hasher for AddressHasher {
 /// Decides which dict keys a walk leaves out (at every depth).
 pub type KeyFilter<'a> = &'a dyn Fn(&Bound<'_, PyAny>) -> bool;
 
+/// What a walk leaves out and what it masks, at every depth.
+#[derive(Clone, Copy, Default)]
+struct Rules<'a> {
+    /// The dict entries left out, by key.
+    skip: Option<KeyFilter<'a>>,
+    /// Whether volatile parts are masked: each str as [`volatile::mask`] masks it, and a
+    /// number or str under a key that [`volatile::is_volatile_quantity`] names as the text
+    /// [`volatile::MASK`] (the engine's `ResultValue::digest_masked`).
+    masked: bool,
+}
+
 /// The canonical fingerprint of `value`.
 pub fn fingerprint(value: &Bound<'_, PyAny>) -> u64 {
-    fingerprint_skipping(value, None)
+    fingerprint_with(value, Rules::default())
 }
 
 /// The canonical fingerprint of `value` with every dict entry whose key `skip` accepts left
 /// out, at every depth (used to ignore volatile ids such as message ids).
 pub fn fingerprint_skipping(value: &Bound<'_, PyAny>, skip: Option<KeyFilter<'_>>) -> u64 {
-    if skip.is_none() {
+    fingerprint_with(value, Rules { skip, masked: false })
+}
+
+/// [`fingerprint_skipping`] with volatile parts masked at every depth (see [`Rules::masked`]):
+/// how the keyword configuration compares plain results. A value with nothing to mask keeps
+/// its [`fingerprint`].
+pub fn fingerprint_masked(value: &Bound<'_, PyAny>, skip: KeyFilter<'_>) -> u64 {
+    fingerprint_with(
+        value,
+        Rules {
+            skip: Some(skip),
+            masked: true,
+        },
+    )
+}
+
+fn fingerprint_with(value: &Bound<'_, PyAny>, rules: Rules<'_>) -> u64 {
+    if rules.skip.is_none() {
         if let Some(digest) = flat_dict_digest(value) {
             return digest;
         }
     }
     // A scalar (many results and plan states) needs no walk.
+    if let Some(digest) = rules.masked.then(|| masked_str_digest(value)).flatten() {
+        return digest;
+    }
     if let Some(digest) = scalar_digest(value) {
         return digest;
     }
     WALKER
         .try_with(|cell| match cell.try_borrow_mut() {
-            Ok(mut walker) => walk(value, &mut walker, skip),
+            Ok(mut walker) => walk(value, &mut walker, rules),
             // Re-entered from a `model_dump()` or `__reduce_ex__` called by an outer walk.
-            Err(_) => walk(value, &mut Walker::default(), skip),
+            Err(_) => walk(value, &mut Walker::default(), rules),
         })
-        .unwrap_or_else(|_| walk(value, &mut Walker::default(), skip))
+        .unwrap_or_else(|_| walk(value, &mut Walker::default(), rules))
+}
+
+/// A str's UTF-8 bytes, borrowed from the str; text with lone surrogates as its
+/// `surrogatepass` encoding (a copy), so that no two texts read alike.
+pub(crate) fn text_bytes<'a>(text: &'a Bound<'_, PyString>) -> Cow<'a, [u8]> {
+    match text.to_str() {
+        Ok(utf8) => Cow::Borrowed(utf8.as_bytes()),
+        Err(_) => Cow::Owned(surrogatepass(text).map_or_else(|_| Vec::new(), |b| b.as_bytes().to_vec())),
+    }
+}
+
+/// The digest of a str with its volatile tokens masked; `None` for a str with none (its
+/// digest is its own), a str too long to be masked, or anything that is not a str.
+fn masked_str_digest(item: &Bound<'_, PyAny>) -> Option<u64> {
+    let string = item.cast::<PyString>().ok()?;
+    // A code point is at least a byte: a longer str is past the mask's limit, unread.
+    if str_length(string).ok()? > volatile::MASK_LIMIT {
+        return None;
+    }
+    volatile::mask(&text_bytes(string)).map(|masked| fp::hash_str(&masked))
+}
+
+/// Whether a dict entry's value is masked whole: a number or a str under a key naming a
+/// volatile quantity (a pid, an elapsed time, a point in time).
+fn masks_whole(key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> bool {
+    let scalar = (value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>())
+        || value.is_instance_of::<PyFloat>()
+        || value.is_instance_of::<PyString>();
+    scalar
+        && key
+            .cast::<PyString>()
+            .ok()
+            .and_then(|key| key.to_str().ok())
+            .is_some_and(|key| volatile::is_volatile_quantity(key.as_bytes()))
 }
 
 /// Fast path for the most common value, a small dict of scalars (tool params, result
@@ -263,7 +329,7 @@ enum Source<'py> {
     Dict {
         dict: Bound<'py, PyDict>,
         position: DictPosition,
-        value: Option<Bound<'py, PyAny>>,
+        value: Option<Child<'py>>,
     },
     Iter(Bound<'py, PyIterator>),
     /// A typed object: its type name, then its state.
@@ -302,21 +368,21 @@ enum Below {
     Reused(usize),
 }
 
-fn walk(value: &Bound<'_, PyAny>, walker: &mut Walker, skip: Option<KeyFilter<'_>>) -> u64 {
+fn walk(value: &Bound<'_, PyAny>, walker: &mut Walker, rules: Rules<'_>) -> u64 {
     walker.canon.clear();
-    let digest = walk_with(value, walker, skip);
+    let digest = walk_with(value, walker, rules);
     // Release the objects held for the walk (their addresses may be reused from now on).
     walker.seen.clear();
     digest
 }
 
-fn walk_with(value: &Bound<'_, PyAny>, walker: &mut Walker, skip: Option<KeyFilter<'_>>) -> u64 {
+fn walk_with(value: &Bound<'_, PyAny>, walker: &mut Walker, rules: Rules<'_>) -> u64 {
     let mut frames: Vec<Frame<'_>> = Vec::new();
     let mut pending = Some((value.clone(), None));
     let mut rewalks = 0;
     loop {
         if let Some((item, original)) = pending.take() {
-            let (step, below) = classify(&item, original, &frames, walker, &mut rewalks);
+            let (step, below) = classify(&item, original, &frames, walker, &mut rewalks, rules.masked);
             if let Some(parent) = frames.last_mut() {
                 match below {
                     Below::Nothing => {}
@@ -336,8 +402,9 @@ fn walk_with(value: &Bound<'_, PyAny>, walker: &mut Walker, skip: Option<KeyFilt
         let Some(top) = frames.last_mut() else {
             break;
         };
-        match next_child(&mut top.source, skip) {
-            Some(child) => pending = Some((child, None)),
+        match next_child(&mut top.source, rules) {
+            Some(Child::Object(child)) => pending = Some((child, None)),
+            Some(Child::Masked) => walker.canon.push(fp::hash_str(&[volatile::MASK])),
             None => {
                 let Some(frame) = frames.pop() else {
                     break;
@@ -389,8 +456,14 @@ fn reuse(walker: &Walker, id: usize, depth: usize) -> Result<(u64, usize), bool>
     }
 }
 
-fn next_child<'py>(source: &mut Source<'py>, skip: Option<KeyFilter<'_>>) -> Option<Bound<'py, PyAny>> {
-    match source {
+/// What a container yields next: an object to walk, or a value masked whole.
+enum Child<'py> {
+    Object(Bound<'py, PyAny>),
+    Masked,
+}
+
+fn next_child<'py>(source: &mut Source<'py>, rules: Rules<'_>) -> Option<Child<'py>> {
+    let item = match source {
         // Bounds are checked first: an out-of-range `get_item` builds an IndexError.
         Source::List(list, index) => {
             if *index >= list.len() {
@@ -398,7 +471,7 @@ fn next_child<'py>(source: &mut Source<'py>, skip: Option<KeyFilter<'_>>) -> Opt
             }
             let item = list.get_item(*index).ok()?;
             *index += 1;
-            Some(item)
+            item
         }
         Source::Tuple(tuple, index) => {
             if *index >= tuple.len() {
@@ -406,7 +479,7 @@ fn next_child<'py>(source: &mut Source<'py>, skip: Option<KeyFilter<'_>>) -> Opt
             }
             let item = tuple.get_item(*index).ok()?;
             *index += 1;
-            Some(item)
+            item
         }
         Source::Dict { dict, position, value } => {
             if let Some(pending_value) = value.take() {
@@ -415,17 +488,22 @@ fn next_child<'py>(source: &mut Source<'py>, skip: Option<KeyFilter<'_>>) -> Opt
             // A dict mutated meanwhile (by code a nested walk runs) is read as it is then.
             loop {
                 let (key, val) = position.next(dict.as_any())?;
-                if skip.is_some_and(|skip| skip(&key)) {
+                if rules.skip.is_some_and(|skip| skip(&key)) {
                     continue;
                 }
-                *value = Some(val);
-                return Some(key);
+                *value = Some(if rules.masked && masks_whole(&key, &val) {
+                    Child::Masked
+                } else {
+                    Child::Object(val)
+                });
+                break key;
             }
         }
         // A set changed during iteration raises; the walk ends that set there.
-        Source::Iter(iter) => iter.next().and_then(Result::ok),
-        Source::Pair(first, second) => first.take().or_else(|| second.take()),
-    }
+        Source::Iter(iter) => iter.next().and_then(Result::ok)?,
+        Source::Pair(first, second) => first.take().or_else(|| second.take())?,
+    };
+    Some(Child::Object(item))
 }
 
 fn classify<'py>(
@@ -434,8 +512,12 @@ fn classify<'py>(
     frames: &[Frame<'py>],
     walker: &Walker,
     rewalks: &mut usize,
+    masked: bool,
 ) -> (Step<'py>, Below) {
     let digest = |digest| (Step::Digest(digest), Below::Nothing);
+    if let Some(value) = masked.then(|| masked_str_digest(item)).flatten() {
+        return digest(value);
+    }
     if let Some(value) = scalar_digest(item) {
         return digest(value);
     }

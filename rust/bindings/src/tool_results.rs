@@ -16,8 +16,11 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-use crate::canonical::{fingerprint, fingerprint_skipping, fingerprint_str, fingerprint_utf8, DictSnapshot};
-use crate::ffi::{lock, surrogatepass, type_name};
+pub(crate) use crate::canonical::text_bytes;
+use crate::canonical::{
+    fingerprint, fingerprint_masked, fingerprint_skipping, fingerprint_str, fingerprint_utf8, DictSnapshot,
+};
+use crate::ffi::{lock, type_name};
 
 /// Optional extension points; `None` on the engine when none is used (keeps sessions small).
 #[derive(Default)]
@@ -318,15 +321,6 @@ pub(crate) fn parse_call<'py>(
     })
 }
 
-/// A str's UTF-8 bytes, borrowed from the str; text with lone surrogates as its
-/// `surrogatepass` encoding (a copy), so that no two texts read alike.
-pub(crate) fn text_bytes<'a>(text: &'a Bound<'_, PyString>) -> Cow<'a, [u8]> {
-    match text.to_str() {
-        Ok(utf8) => Cow::Borrowed(utf8.as_bytes()),
-        Err(_) => Cow::Owned(surrogatepass(text).map_or_else(|_| Vec::new(), |b| b.as_bytes().to_vec())),
-    }
-}
-
 /// The outcome of a finished call as digests (`None`: nothing to record), plus the unknown
 /// tool name its error text names.
 pub(crate) struct Normalised {
@@ -499,5 +493,15 @@ impl<'py> ResultValue for PyValue<'py> {
                 .is_some_and(skip)
         };
         fingerprint_skipping(&self.0, Some(&skip_key))
+    }
+
+    fn digest_masked(&self, skip: &dyn Fn(&str) -> bool) -> u64 {
+        let skip_key = |key: &Bound<'_, PyAny>| {
+            key.cast::<PyString>()
+                .ok()
+                .and_then(|key| key.to_str().ok())
+                .is_some_and(skip)
+        };
+        fingerprint_masked(&self.0, &skip_key)
     }
 }

@@ -187,6 +187,11 @@ pub trait ResultValue: Sized {
     /// The canonical fingerprint with every mapping entry whose key `skip` accepts left out,
     /// at every depth.
     fn digest_skipping(&self, skip: &dyn Fn(&str) -> bool) -> u64;
+    /// [`ResultValue::digest_skipping`] with volatile parts masked at every depth: each text
+    /// as [`volatile::mask`] masks it, and a number or text under a key that
+    /// [`volatile::is_volatile_quantity`] names as the one-byte text [`volatile::MASK`].
+    /// A value with nothing to mask keeps its [`ResultValue::digest`].
+    fn digest_masked(&self, skip: &dyn Fn(&str) -> bool) -> u64;
 }
 
 /// Extension rules that are plain data: tool-name aliases, extra known polls, extra volatile
@@ -280,9 +285,10 @@ impl<V, E> Extensions<V, E> for NoExtensions {
 ///
 /// With `plain_by_value`, a text result is compared with its volatile tokens masked
 /// ([`volatile::mask`]), and a mapping that has neither a `content` nor a `details` key (not
-/// OpenClaw-shaped: `{"output": ...}`) hashes by its canonical value, with volatile ids left
-/// out at every depth for a send-like call, where OpenClaw's rules would hash every such
-/// mapping alike (`{details: {}, text: ""}`).
+/// OpenClaw-shaped: `{"output": ...}`), or any other value, hashes by its canonical value with
+/// its volatile parts masked ([`ResultValue::digest_masked`]), and with volatile ids left out
+/// at every depth for a send-like call, where OpenClaw's rules would hash every such mapping
+/// alike (`{details: {}, text: ""}`).
 pub fn result_digest<V: ResultValue, E>(
     kind: ToolKind,
     params: Option<&V>,
@@ -298,7 +304,11 @@ pub fn result_digest<V: ResultValue, E>(
         // doomloop's keyword configuration: a text that differs from another only in its
         // volatile tokens (a timestamp, a pid, ...) is the same result. A text with none keeps
         // its own digest.
-        if plain_by_value && result.is_str() {
+        if plain_by_value {
+            if !result.is_str() {
+                // A list of records, say: its texts and timings masked like a mapping's.
+                return Ok(Some(result.digest_masked(&|_| false)));
+            }
             if let Some(masked) = result.text_bytes().and_then(|text| volatile::mask(&text)) {
                 return Ok(Some(fp::hash_str(&masked)));
             }
@@ -322,9 +332,9 @@ pub fn result_digest<V: ResultValue, E>(
     };
     if plain {
         return Ok(Some(if is_send_like(kind, params, extensions)? {
-            result.digest_skipping(&is_volatile)
+            result.digest_masked(&is_volatile)
         } else {
-            result.digest()
+            result.digest_masked(&|_| false)
         }));
     }
     let entry = |name: Field| {
@@ -521,16 +531,20 @@ mod tests {
         ])
     }
 
-    fn walk(value: &Json, canon: &mut Canon, skip: &dyn Fn(&str) -> bool) -> u64 {
+    fn walk(value: &Json, canon: &mut Canon, skip: &dyn Fn(&str) -> bool, masked: bool) -> u64 {
+        let text = |bytes: &[u8]| match volatile::mask(bytes).filter(|_| masked) {
+            Some(masked) => fp::hash_str(&masked),
+            None => fp::hash_str(bytes),
+        };
         match value {
             Json::Null => fp::hash_none(),
             Json::Int(i) => fp::hash_i64(*i),
-            Json::Str(text) => fp::hash_str(text.as_bytes()),
-            Json::Raw(bytes) => fp::hash_str(bytes),
+            Json::Str(string) => text(string.as_bytes()),
+            Json::Raw(bytes) => text(bytes),
             Json::List(items) => {
                 let start = canon.mark();
                 for item in items {
-                    let digest = walk(item, canon, skip);
+                    let digest = walk(item, canon, skip, masked);
                     canon.push(digest);
                 }
                 canon.finish_seq(start)
@@ -538,8 +552,13 @@ mod tests {
             Json::Map(entries) => {
                 let start = canon.mark();
                 for (key, item) in entries.iter().filter(|(key, _)| !skip(key)) {
-                    canon.push(fp::hash_str(key.as_bytes()));
-                    let digest = walk(item, canon, skip);
+                    canon.push(text(key.as_bytes()));
+                    let scalar = matches!(item, Json::Int(_) | Json::Str(_) | Json::Raw(_));
+                    let digest = if masked && scalar && volatile::is_volatile_quantity(key.as_bytes()) {
+                        fp::hash_str(&[volatile::MASK])
+                    } else {
+                        walk(item, canon, skip, masked)
+                    };
                     canon.push(digest);
                 }
                 canon.finish_map(start)
@@ -579,10 +598,13 @@ mod tests {
             }
         }
         fn digest(&self) -> u64 {
-            walk(self, &mut Canon::new(), &|_| false)
+            walk(self, &mut Canon::new(), &|_| false, false)
         }
         fn digest_skipping(&self, skip: &dyn Fn(&str) -> bool) -> u64 {
-            walk(self, &mut Canon::new(), skip)
+            walk(self, &mut Canon::new(), skip, false)
+        }
+        fn digest_masked(&self, skip: &dyn Fn(&str) -> bool) -> u64 {
+            walk(self, &mut Canon::new(), skip, true)
         }
     }
 
@@ -694,6 +716,41 @@ mod tests {
             ]),
         )]);
         assert_eq!(content_text_digest(&untyped), fp::hash_str(b""));
+    }
+
+    #[test]
+    fn plain_values_are_compared_with_their_volatile_parts_masked() {
+        let hash = |result: &Json, by_value| {
+            result_digest::<_, ()>(ToolKind::Other, None, result, None, by_value, &mut NoExtensions).unwrap_or(None)
+        };
+        let poll = |at: &str, pid: i64, elapsed: i64, state: &str| {
+            map(&[
+                ("state", s(state)),
+                ("log", s(&format!("checked at {at}"))),
+                ("pid", Json::Int(pid)),
+                ("elapsed_ms", Json::Int(elapsed)),
+                (
+                    "jobs",
+                    Json::List(vec![map(&[("startedAt", s(at)), ("step", Json::Int(3))])]),
+                ),
+            ])
+        };
+        let one = poll("2026-12-02T05:31:44Z", 811, 1200, "running");
+        let two = poll("2026-12-02T05:31:49Z", 812, 6400, "running");
+        assert_eq!(hash(&one, true), hash(&two, true));
+        assert_ne!(one.digest(), two.digest());
+        // What is not volatile still tells results apart.
+        assert_ne!(
+            hash(&one, true),
+            hash(&poll("2026-12-02T05:31:44Z", 811, 1200, "done"), true)
+        );
+        let steps = |step: i64| map(&[("step", Json::Int(step)), ("took", Json::Int(step))]);
+        assert_ne!(hash(&steps(3), true), hash(&steps(4), true));
+        // A list result is masked too; a container under a volatile key is walked, not masked.
+        let list = |at: &str| Json::List(vec![s(&format!("{at} ok"))]);
+        assert_eq!(hash(&list("05:31:44"), true), hash(&list("05:31:49"), true));
+        let nested = |n: i64| map(&[("pid", Json::List(vec![Json::Int(n)]))]);
+        assert_ne!(hash(&nested(1), true), hash(&nested(2), true));
     }
 
     #[test]

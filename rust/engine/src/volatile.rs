@@ -20,7 +20,11 @@
 //! 7. a time of day `H:MM` or `HH:MM`, then `:SS` and `.fraction` if they follow, then `Z`;
 //! 8. a Unix time: 10 or 13 digits starting with `1`, then `.fraction` if one follows;
 //! 9. a duration: digits, `.fraction`, at most one space, and a unit: `ns`, `us`, `ms`, `s`,
-//!    `sec`, `secs`, `second`, `seconds`, `min`, `mins`, `minute` or `minutes` (any case).
+//!    `sec`, `secs`, `second`, `seconds`, `min`, `mins`, `minute` or `minutes` (any case);
+//! 10. a JSON entry whose key names a volatile quantity ([`is_volatile_quantity`]): a quoted
+//!     key of 1 to 64 bytes (no `"`, `\` or newline), spaces or tabs, `:`, spaces or tabs, and
+//!     a number (`-`, digits, `.fraction`) or a string with no escapes (`"elapsed_ms": 6400`,
+//!     `"updatedAt": "..."`), the form a tool's JSON status takes as text.
 //!
 //! Each masked token is replaced by one byte, `0xFF`, which no UTF-8 text holds: a masked text
 //! never reads as an unmasked one. A text longer than [`MASK_LIMIT`] is left as it is.
@@ -70,6 +74,57 @@ pub fn mask(text: &[u8]) -> Option<Vec<u8>> {
     })
 }
 
+/// Words of a mapping key that name a quantity which changes from one call to the next while
+/// nothing else does: a value under such a key (a number or a text) is masked whole.
+const QUANTITY_WORDS: [&str; 9] = [
+    "pid",
+    "ppid",
+    "elapsed",
+    "duration",
+    "uptime",
+    "latency",
+    "took",
+    "timestamp",
+    "ts",
+];
+/// Last words of a key that name a point in time or a unit of time (`created_at`, `startTime`,
+/// `wait_ms`).
+const TIME_SUFFIXES: [&str; 8] = ["at", "time", "ms", "ns", "us", "sec", "secs", "seconds"];
+
+/// Whether a mapping key names a volatile quantity (docs/tool-loop.md): the key read as words
+/// (split at `_`, `-`, `.`, spaces and lower-to-upper case changes, compared in lower case)
+/// holds one of [`QUANTITY_WORDS`] or ends in one of [`TIME_SUFFIXES`]. `elapsed_ms`, `pid`,
+/// `updatedAt` and `startTime` do; `progress`, `status`, `timeout` and `attempts` do not.
+pub fn is_volatile_quantity(key: &[u8]) -> bool {
+    // Keys are short: a longer one is data, not a field name.
+    if key.len() > 64 {
+        return false;
+    }
+    let mut word = [0u8; 64];
+    let mut used = 0;
+    let mut last_was_lower = false;
+    let is_named = |word: &[u8], last: bool| {
+        let word = std::str::from_utf8(word).unwrap_or("");
+        QUANTITY_WORDS.contains(&word) || (last && TIME_SUFFIXES.contains(&word))
+    };
+    for &byte in key {
+        let separator = matches!(byte, b'_' | b'-' | b'.' | b' ');
+        let boundary = separator || (byte.is_ascii_uppercase() && last_was_lower);
+        if boundary && used > 0 {
+            if is_named(&word[..used], false) {
+                return true;
+            }
+            used = 0;
+        }
+        last_was_lower = byte.is_ascii_lowercase() || byte.is_ascii_digit();
+        if let (false, Some(slot)) = (separator, word.get_mut(used)) {
+            *slot = byte.to_ascii_lowercase();
+            used += 1;
+        }
+    }
+    used > 0 && is_named(&word[..used], true)
+}
+
 /// The first position from `from` where a token may start: a byte a rule starts with, after
 /// a byte that is not a word byte (or at the start of the text).
 fn next_start(text: &[u8], from: usize) -> Option<usize> {
@@ -94,7 +149,7 @@ static CLASS: [u8; 256] = {
     while byte < 256 {
         let b = byte as u8;
         let word = b.is_ascii_alphanumeric() || b == b'_';
-        let start = b.is_ascii_hexdigit() || matches!(b, b'/' | b't' | b'p' | b'P');
+        let start = b.is_ascii_hexdigit() || matches!(b, b'/' | b't' | b'p' | b'P' | b'"');
         table[byte] = if word { WORD } else { 0 } | if start { START } else { 0 };
         byte += 1;
     }
@@ -134,6 +189,7 @@ fn token_at(text: &[u8], at: usize) -> Option<usize> {
         b'/' => temp_path(text, at).filter(|&end| ends(end)),
         b't' => temp_name(text, at).filter(|&end| ends(end)),
         b'p' | b'P' => pid(text, at).filter(|&end| ends(end)),
+        b'"' => json_quantity(text, at).filter(|&end| ends(end)),
         _ => None,
     }
 }
@@ -209,6 +265,28 @@ fn pid(text: &[u8], at: usize) -> Option<usize> {
     }
     let digits = run(text, end, |b| b.is_ascii_digit());
     (digits > end).then_some(digits)
+}
+
+fn json_quantity(text: &[u8], at: usize) -> Option<usize> {
+    let in_quotes = |b: u8| !matches!(b, b'"' | b'\\' | b'\n');
+    let key = at + 1;
+    // At most one byte past the longest key is read: a longer key is no quantity's name.
+    let key_end = text.get(key..)?.iter().take(65).position(|&b| !in_quotes(b))? + key;
+    if key_end == key || !is_volatile_quantity(&text[key..key_end]) {
+        return None;
+    }
+    let blank = |b: u8| b == b' ' || b == b'\t';
+    let mut end = run(text, byte_is(text, key_end, b'"')?, blank);
+    end = run(text, byte_is(text, end, b':')?, blank);
+    if text.get(end) == Some(&b'"') {
+        return byte_is(text, run(text, end + 1, in_quotes), b'"');
+    }
+    let number = end + usize::from(text.get(end) == Some(&b'-'));
+    let whole = run(text, number, |b| b.is_ascii_digit());
+    if whole == number {
+        return None;
+    }
+    Some(fraction(text, whole))
 }
 
 fn digits(text: &[u8], at: usize, n: usize) -> Option<usize> {
@@ -361,5 +439,61 @@ mod tests {
         let one = mask(b"[2026-12-02 05:31:44] job 7 running, pid 811, 1.2s elapsed");
         let two = mask(b"[2026-12-02 05:31:49] job 7 running, pid 812, 6.4s elapsed");
         assert!(one.is_some() && one == two);
+    }
+
+    #[test]
+    fn keys_naming_volatile_quantities() {
+        for key in [
+            "pid",
+            "elapsed_ms",
+            "elapsedMs",
+            "updatedAt",
+            "created_at",
+            "startTime",
+            "time",
+            "ts",
+            "took",
+            "job.duration",
+            "Uptime",
+            "wait-secs",
+            "ppid",
+        ] {
+            assert!(is_volatile_quantity(key.as_bytes()), "{key}");
+        }
+        for key in [
+            "progress",
+            "status",
+            "timeout",
+            "attempts",
+            "state",
+            "at_risk",
+            "times",
+            "step",
+            "pids_total",
+            "",
+            "tsx",
+            "data",
+        ] {
+            assert!(!is_volatile_quantity(key.as_bytes()), "{key}");
+        }
+        assert!(!is_volatile_quantity("elapsed_".repeat(9).as_bytes()));
+    }
+
+    #[test]
+    fn json_entries_naming_volatile_quantities() {
+        assert_eq!(
+            masked(r#"{"state": "running", "pid": 811, "elapsed_ms": -12.5, "updatedAt":"x y"}"#),
+            r#"{"state": "running", #, #, #}"#
+        );
+        for text in [
+            r#"{"progress": 3}"#,
+            r#"{"pid": true}"#,
+            r#"{"pid": 12x}"#,
+            r#"{"ts": "a\"b"}"#,
+            r#"x"pid": 1"#,
+            r#"{"elapsed_ms" 5}"#,
+        ] {
+            assert_eq!(mask(text.as_bytes()), None, "{text}");
+        }
     }
 }
