@@ -18,6 +18,7 @@ The method, and what each kind plants, are in docs/quality.md, with the tables t
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import sys
@@ -168,6 +169,26 @@ def plant_volatile_poll(run: Run, rng: random.Random) -> List[Step]:
     return steps
 
 
+def plant_volatile_json_poll(run: Run, rng: random.Random) -> List[Step]:
+    """One JSON status check repeated while its job is stuck: the same status each time but
+    for its pid, elapsed milliseconds and check time (a tool's JSON handed over as text)."""
+    job = rng.randrange(100, 999)
+    started = rng.randrange(0, 3000)
+    steps = []
+    for n in range(LOOP_STEPS):
+        seconds = started + 7 * n + rng.randrange(0, 5)
+        status = {
+            "job": job,
+            "state": "running",
+            "pid": rng.randrange(1000, 99999),
+            "elapsed_ms": (7 * n + 1) * 1000 + rng.randrange(0, 1000),
+            "checked_at": f"2026-12-02T{seconds // 3600 % 24:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}Z",
+            "steps_done": 3,
+        }
+        steps.append(_step(f"./scripts/status.sh --json {job}", json.dumps(status), call_id=f"volatile-json-{n}"))
+    return steps
+
+
 def plant_noisy_arguments(run: Run, rng: random.Random) -> List[Step]:
     """One recorded call of the run (a fallback for a run without one) repeated with its
     recorded result, its arguments carrying a new request id, trace id, timestamp and task
@@ -277,6 +298,7 @@ KINDS = (
     Kind("failing_retry", "failing retries, varying arguments", plant_failing_retry),
     Kind("quoting_retry", "failing retries whose error quotes the changing argument", plant_quoting_retry),
     Kind("volatile_poll", "a poll whose output changes only in volatile tokens", plant_volatile_poll),
+    Kind("volatile_json_poll", "a JSON status whose pid and timings change, nothing else", plant_volatile_json_poll),
     Kind("noisy_arguments", "the same call with noisy arguments (request id, timestamp, ...)", plant_noisy_arguments),
     Kind("ping_pong", "ping-pong", plant_ping_pong),
     Kind("cosmetic_variant", "cosmetic variants, same result", plant_cosmetic_variant),

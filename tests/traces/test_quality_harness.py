@@ -14,6 +14,7 @@ from typing import Any, List
 
 import pytest
 
+from doomloop import tool_result_hash
 from doomloop.traces import Run, Step, read_runs
 from support import ROOT
 
@@ -99,6 +100,21 @@ def test_failing_retries_vary_the_arguments_and_fail_the_same_way(runs: List[Run
         assert all(step.is_error and step.returncode == 1 for step in steps)
         # Only a number changes between retries.
         assert len({re.sub(r"\d+", "N", step.arguments["command"]) for step in steps}) == 1
+
+
+def test_a_json_status_poll_differs_only_in_what_the_masks_mask(runs: List[Run]) -> None:
+    for seed in range(5):
+        steps = loop(planted(runs[0], "volatile_json_poll", seed))
+        assert len({identity(step) for step in steps}) == 1
+        assert len({step.result_text for step in steps}) == len(steps)
+        # The keyword configuration compares them masked: one result; unmasked, all differ.
+        hashes = {
+            keyword: {
+                tool_result_hash("bash", step.arguments, result=step.result_text, hash_plain_results=keyword) for step in steps
+            }
+            for keyword in (True, False)
+        }
+        assert len(hashes[True]) == 1 and len(hashes[False]) == len(steps)
 
 
 def test_ping_pong_alternates_two_calls_with_stable_results(runs: List[Run]) -> None:
