@@ -85,6 +85,7 @@ class Monitor(MonitorEngine):
         "_answer_step",
         "_stretches",
         "_saved",
+        "_saved_header",
         "__weakref__",
     )
 
@@ -138,6 +139,8 @@ class Monitor(MonitorEngine):
         # A gateway registry's, with a shared store: the blob this monitor's state stands for
         # (None once it moved on), so a hook restores it only when another replica wrote.
         self._saved: Optional[bytes] = None
+        # The header of the last snapshot `_snapshot_after` took, which the next may reuse.
+        self._saved_header: Optional[bytes] = None
         # The session loop stopped (warn first, then stop), while it holds: (the key of its
         # action, its critical finding); the next call of that action is vetoed.
         self._stop = None
@@ -331,10 +334,27 @@ class Monitor(MonitorEngine):
         detectors' snapshots, the turn, the steps and the loop stretches. Raises
         :class:`~doomloop.SnapshotError` while an answer is being streamed into the session
         detector (finish it with :meth:`end_response` first)."""
+        return _pack(self._parts())
+
+    def _snapshot_after(self, detectors_only: bool) -> bytes:
+        """:meth:`to_bytes`, after a hook that changed only detectors' state
+        (``detectors_only``: a detector's own hook, none of the monitor's) since this method's
+        last snapshot: the header of that snapshot is reused, unencoded again (the header's
+        encoding cost most of a snapshot). The detectors are always encoded anew: they are
+        cheap to encode, and their snapshots read the clock (the session's elapsed time)."""
+        header = self._saved_header
+        if not detectors_only or header is None or self._answer_step is not None:
+            parts = self._parts()
+        else:
+            parts = [header, *self._detector_parts()]
+        self._saved_header = parts[0]
+        return _pack(parts)
+
+    def _parts(self) -> List[bytes]:
+        # The snapshot's four parts: the header, the tool-loop, session and chant detectors'.
         if self._answer_step is not None:
             raise SnapshotError("cannot snapshot a Monitor while an answer is being streamed: call end_response() first")
-        header = {
-            "profile": self.profile.to_dict(),
+        state = {
             "step": self.step,
             "turn": self.turn,
             "answered": self._answered,
@@ -342,9 +362,13 @@ class Monitor(MonitorEngine):
             "stop": None if self._stop is None else [self._stop[0], self._stop[1].to_dict()],
             "extra": self._extra_state(),
         }
-        parts = [json.dumps(header, separators=(",", ":")).encode(), self.tool_loop.to_bytes(), self.doom_loop.to_bytes()]
-        parts.append(b"" if self.chant is None else self.chant.to_bytes())
-        return _MAGIC + b"".join(_LENGTH.pack(len(part)) + part for part in parts)
+        # The header object with the profile's entry first: its JSON is the profile's own,
+        # encoded once, then the state's entries.
+        header = b'{"profile":' + self.profile._compact_json() + b"," + json.dumps(state, separators=(",", ":"))[1:].encode()
+        return [header, *self._detector_parts()]
+
+    def _detector_parts(self) -> Tuple[bytes, bytes, bytes]:
+        return self.tool_loop.to_bytes(), self.doom_loop.to_bytes(), b"" if self.chant is None else self.chant.to_bytes()
 
     @classmethod
     def from_bytes(
@@ -394,9 +418,9 @@ class Monitor(MonitorEngine):
     def _restore(self, data: bytes) -> None:
         """Restore the state of a snapshot taken of a monitor with the same profile and
         options, in place (the registries restore sessions from their store this way)."""
-        self._restore_parts(*_unpack(data))
+        self._restore_parts(*_unpack(data, self.profile), in_place=True)
 
-    def _restore_parts(self, header: Dict[str, Any], tool: bytes, session: bytes, chant: bytes) -> None:
+    def _restore_parts(self, header: Dict[str, Any], tool: bytes, session: bytes, chant: bytes, in_place: bool = False) -> None:
         try:
             step, turn, answered = int(header["step"]), int(header["turn"]), bool(header["answered"])
             stretches = {(str(code), stretch): [int(first), int(last)] for code, stretch, first, last in header["stretches"]}
@@ -406,10 +430,20 @@ class Monitor(MonitorEngine):
         except (KeyError, TypeError, ValueError) as error:
             raise SnapshotError(f"corrupt Monitor snapshot: bad header ({error})") from None
         options = {"on_event": self.on_event, "session_key": self.session_key}
-        tool_loop = ToolLoopDetector.from_bytes(tool, **self._tool_options, **options)
-        doom_loop = DoomLoopDetector.from_bytes(session, clock=self._clock, **options)
-        self.tool_loop, self.doom_loop = tool_loop, doom_loop
-        self._set_detectors(tool_loop, doom_loop)
+        try:
+            if not in_place:
+                raise SnapshotError("new detectors asked for")
+            # The detectors this monitor has, given the snapshot's state: a snapshot of the
+            # same profile has their settings (a store's other replicas).
+            self.tool_loop._restore(tool)
+            self.doom_loop._restore(session)
+        except SnapshotError:
+            # Other settings (or a damaged part, which from_bytes names): detectors built
+            # from the snapshot's own settings.
+            tool_loop = ToolLoopDetector.from_bytes(tool, **self._tool_options, **options)
+            doom_loop = DoomLoopDetector.from_bytes(session, clock=self._clock, **options)
+            self.tool_loop, self.doom_loop = tool_loop, doom_loop
+            self._set_detectors(tool_loop, doom_loop)
         self.chant = ChantDetector.from_bytes(chant, **options) if chant else None
         self.step, self.turn, self._answered, self._answer_step = step, turn, answered, None
         self._run_id = None if turn == 0 else str(turn)
@@ -536,7 +570,13 @@ _MAGIC = b"DLMON\x01"
 _LENGTH = struct.Struct("<I")
 
 
-def _unpack(data: Any) -> Tuple[Dict[str, Any], bytes, bytes, bytes]:
+def _pack(parts: List[bytes]) -> bytes:
+    return _MAGIC + b"".join([_LENGTH.pack(len(part)) + part for part in parts])
+
+
+def _unpack(data: Any, profile: Optional[Profile] = None) -> Tuple[Dict[str, Any], bytes, bytes, bytes]:
+    # With `profile`: a header that opens with that profile's own JSON has the rest parsed
+    # only (a restore never reads the profile, and parsing it cost most of a restore).
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"a Monitor snapshot is bytes, got {type(data).__name__}")
     data = bytes(data)
@@ -556,7 +596,11 @@ def _unpack(data: Any) -> Tuple[Dict[str, Any], bytes, bytes, bytes]:
     if offset != len(data):
         raise SnapshotError("corrupt Monitor snapshot: trailing bytes")
     try:
-        header = json.loads(parts[0])
+        opening = None if profile is None else b'{"profile":' + profile._compact_json() + b","
+        if opening is not None and parts[0].startswith(opening):
+            header = json.loads(b"{" + parts[0][len(opening) :])
+        else:
+            header = json.loads(parts[0])
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise SnapshotError(f"corrupt Monitor snapshot: bad header ({error})") from None
     if not isinstance(header, dict):

@@ -97,7 +97,7 @@ class Profile:
     :meth:`replace`. Immutable; compares, hashes and pickles by value.
     """
 
-    __slots__ = ("name", "session", "tool_loop", "chant", "escalate_after", "ignore_argument_keys", "tool_policies")
+    __slots__ = ("name", "session", "tool_loop", "chant", "escalate_after", "ignore_argument_keys", "tool_policies", "_json")
 
     name: str
     session: DoomLoopConfig
@@ -106,6 +106,7 @@ class Profile:
     escalate_after: int
     ignore_argument_keys: Tuple[str, ...]
     tool_policies: Tuple[Tuple[str, ToolPolicy], ...]
+    _json: Optional[bytes]
 
     def __init__(
         self,
@@ -137,6 +138,7 @@ class Profile:
         # Checked against this profile's thresholds now (and the engine's table built once).
         table(rules, self.session, self.tool_loop)
         object.__setattr__(self, "tool_policies", rules)
+        object.__setattr__(self, "_json", None)
 
     # --- the named profiles ------------------------------------------------------------------
 
@@ -342,6 +344,15 @@ class Profile:
             self.ignore_argument_keys,
             self.tool_policies,
         )
+
+    def _compact_json(self) -> bytes:
+        """:meth:`to_dict` as compact JSON, computed once (a profile never changes): every
+        monitor snapshot carries it, and encoding it each time cost most of a snapshot."""
+        encoded: Optional[bytes] = self._json
+        if encoded is None:
+            encoded = json.dumps(self.to_dict(), separators=(",", ":")).encode()
+            object.__setattr__(self, "_json", encoded)
+        return encoded
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Profile):

@@ -11,9 +11,19 @@ from typing import Any, List
 
 import pytest
 
-from doomloop import ChantConfig, DoomLoopConfig, LoopDetectionConfig, LoopEvent, Monitor, Profile, ToolLoopDetector
+from doomloop import (
+    ChantConfig,
+    DoomLoopConfig,
+    DoomLoopDetector,
+    LoopDetectionConfig,
+    LoopEvent,
+    Monitor,
+    Profile,
+    ToolLoopDetector,
+)
 from doomloop._core import RegistryEngine
 from doomloop.gateway import AsyncRedisStore, MemoryStore, SessionRegistry
+from doomloop.monitor import _unpack
 from support import FakeClock
 
 
@@ -287,3 +297,46 @@ def test_sessions_may_be_a_monitor_subclass_with_state_of_its_own(store: MemoryS
         assert other.apply("s", count) == 4 and registry.apply("s", count) == 5
     with pytest.raises(TypeError, match="monitor_class"):
         SessionRegistry(monitor_class=dict)  # type: ignore[arg-type]
+
+
+def _same_state(blob: bytes, monitor: Monitor) -> bool:
+    # The blob holds the monitor's state: the same header, tool-loop and chant parts, and a
+    # session part with the same state (its snapshot reads the clock, so its bytes move on).
+    header, tool, session, chant = _unpack(blob)
+    now = _unpack(monitor.to_bytes())
+
+    def stats(data: bytes) -> dict[str, Any]:
+        found = DoomLoopDetector.from_bytes(data).get_stats()
+        return {key: value for key, value in found.items() if key != "elapsed_time"}
+
+    return (header, tool, chant) == (now[0], now[1], now[3]) and stats(session) == stats(now[2])
+
+
+def test_a_stored_blob_is_always_the_whole_monitors_state() -> None:
+    # A detector's own hook reuses the last snapshot's header; the blob stored must still hold
+    # the monitor's whole state, a stream's chant (fed outside any hook) included.
+    store = MemoryStore()
+    registry = SessionRegistry(store=store)
+    entry = registry._session("s")
+    for n in range(12):
+        if n == 5:
+            registry.apply("s", lambda monitor: monitor.record_user_message("try again"))
+            # Fed outside any hook: the next hook's blob carries it.
+            registry.stream("s").feed("the same line again. " * 30)
+        registry.before_tool_call("s", "read", {"path": f"f{n % 3}"})
+        registry.after_tool_call("s", "read", {"path": f"f{n % 3}"}, result="same")
+        if n % 4 == 0:
+            registry.record_action("s", "read", {"path": "f"}, "same", True)
+            registry.is_doom_loop("s")
+        stored = store.load("s")
+        assert stored is not None and stored.data == entry._saved and _same_state(stored.data, entry), n
+    assert entry.turn == 1 and entry.chant is not None
+    # Another writer's blob is restored whole, and the next hook starts from it.
+    other = Monitor(registry.profile)
+    other.before_tool_call("read", {"path": "elsewhere"})
+    current = store.load("s")
+    assert current is not None and store.compare_and_set("s", current.version, other.to_bytes(), 60) is not None
+    registry.after_tool_call("s", "read", {"path": "elsewhere"}, result="r")
+    stored = store.load("s")
+    assert stored is not None and _same_state(stored.data, entry)
+    assert (entry.step, entry.turn, entry.chant) == (other.step, 0, None)

@@ -86,11 +86,13 @@ class AsyncSessionRegistry:
         self.store = store
         self._store = shared
 
-    async def _shared(self, store: AsyncStore, key: SessionKey, hook: Callable[[Monitor], _R]) -> _R:
+    async def _shared(
+        self, store: AsyncStore, key: SessionKey, hook: Callable[[Monitor], _R], detectors_only: bool = False
+    ) -> _R:
         # The sync registry's update of the session's blob, awaited.
         registry = self._registry
         entry = registry._session(key)
-        update = SharedUpdate(registry, entry, lambda: hook(entry))
+        update = SharedUpdate(registry, entry, lambda: hook(entry), detectors_only)
         await store.update(update.name, update, registry.ttl)
         return update.result
 
@@ -104,7 +106,10 @@ class AsyncSessionRegistry:
         if store is None:
             return self._registry.before_tool_call(key, tool, params, run_id=run_id, tool_call_id=tool_call_id)
         return await self._shared(
-            store, key, lambda entry: entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id)
+            store,
+            key,
+            lambda entry: entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id),
+            detectors_only=True,
         )
 
     async def after_tool_call(
@@ -130,6 +135,7 @@ class AsyncSessionRegistry:
             lambda entry: entry.tool_loop.after_tool_call(
                 tool, params, result=result, error=error, run_id=run_id, tool_call_id=tool_call_id
             ),
+            detectors_only=True,
         )
 
     async def arm_post_compaction(self, key: SessionKey) -> int:
@@ -137,7 +143,7 @@ class AsyncSessionRegistry:
         store = self._store
         if store is None:
             return self._registry.arm_post_compaction(key)
-        return await self._shared(store, key, lambda entry: entry.tool_loop.arm_post_compaction())
+        return await self._shared(store, key, lambda entry: entry.tool_loop.arm_post_compaction(), detectors_only=True)
 
     async def record_action(
         self,
@@ -155,7 +161,10 @@ class AsyncSessionRegistry:
             self._registry.record_action(key, action_type, args, result, success, duration, metadata)
         else:
             await self._shared(
-                store, key, lambda entry: entry.doom_loop.record_action(action_type, args, result, success, duration, metadata)
+                store,
+                key,
+                lambda entry: entry.doom_loop.record_action(action_type, args, result, success, duration, metadata),
+                detectors_only=True,
             )
 
     async def mark_progress(self, key: SessionKey, marker: str) -> None:
@@ -164,7 +173,7 @@ class AsyncSessionRegistry:
         if store is None:
             self._registry.mark_progress(key, marker)
         else:
-            await self._shared(store, key, lambda entry: entry.doom_loop.mark_progress(marker))
+            await self._shared(store, key, lambda entry: entry.doom_loop.mark_progress(marker), detectors_only=True)
 
     async def record_response(self, key: SessionKey, text: str) -> None:
         """:meth:`DoomLoopDetector.record_response` of the session's detector."""
@@ -172,14 +181,14 @@ class AsyncSessionRegistry:
         if store is None:
             self._registry.record_response(key, text)
         else:
-            await self._shared(store, key, lambda entry: entry.doom_loop.record_response(text))
+            await self._shared(store, key, lambda entry: entry.doom_loop.record_response(text), detectors_only=True)
 
     async def is_doom_loop(self, key: SessionKey) -> bool:
         """:meth:`DoomLoopDetector.is_doom_loop` of the session's detector."""
         store = self._store
         if store is None:
             return self._registry.is_doom_loop(key)
-        return await self._shared(store, key, lambda entry: entry.doom_loop.is_doom_loop())
+        return await self._shared(store, key, lambda entry: entry.doom_loop.is_doom_loop(), detectors_only=True)
 
     async def apply(self, key: SessionKey, fn: Callable[[Monitor], _R]) -> _R:
         """:meth:`SessionRegistry.apply`: ``fn(monitor)`` on the session's monitor as one

@@ -185,13 +185,14 @@ class SessionRegistry(RegistryEngine):
 
     # --- shared state ----------------------------------------------------------------------
 
-    def _shared(self, entry: Monitor, hook: Callable[[], _R]) -> _R:
+    def _shared(self, entry: Monitor, hook: Callable[[], _R], detectors_only: bool = False) -> _R:
         """Run ``hook`` on the session's monitor as one update of its blob in the store (see
-        :class:`SharedUpdate`)."""
+        :class:`SharedUpdate`); ``detectors_only``: the hook changes detectors' state only
+        (a detector's own hook), none of the monitor's own."""
         store = self.store
         if store is None:
             return hook()
-        update = SharedUpdate(self, entry, hook)
+        update = SharedUpdate(self, entry, hook, detectors_only)
         store.update(update.name, update, self.ttl)
         return update.result
 
@@ -210,7 +211,9 @@ class SessionRegistry(RegistryEngine):
         self, entry: Monitor, tool: str, params: Any, run_id: Optional[str], tool_call_id: Optional[str]
     ) -> ToolCallDecision:
         return self._shared(
-            entry, lambda: entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id)
+            entry,
+            lambda: entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id),
+            detectors_only=True,
         )
 
     def _shared_after_tool_call(
@@ -228,6 +231,7 @@ class SessionRegistry(RegistryEngine):
             lambda: entry.tool_loop.after_tool_call(
                 tool, params, result=result, error=error, run_id=run_id, tool_call_id=tool_call_id
             ),
+            detectors_only=True,
         )
 
     def apply(self, key: SessionKey, fn: Callable[[Monitor], _R]) -> _R:
@@ -240,7 +244,7 @@ class SessionRegistry(RegistryEngine):
     def arm_post_compaction(self, key: SessionKey) -> int:
         """:meth:`ToolLoopDetector.arm_post_compaction` of the session's detector."""
         entry = self._session(key)
-        return self._shared(entry, lambda: entry.tool_loop.arm_post_compaction())
+        return self._shared(entry, lambda: entry.tool_loop.arm_post_compaction(), detectors_only=True)
 
     def record_action(
         self,
@@ -254,22 +258,26 @@ class SessionRegistry(RegistryEngine):
     ) -> None:
         """:meth:`DoomLoopDetector.record_action` of the session's detector."""
         entry = self._session(key)
-        self._shared(entry, lambda: entry.doom_loop.record_action(action_type, args, result, success, duration, metadata))
+        self._shared(
+            entry,
+            lambda: entry.doom_loop.record_action(action_type, args, result, success, duration, metadata),
+            detectors_only=True,
+        )
 
     def mark_progress(self, key: SessionKey, marker: str) -> None:
         """:meth:`DoomLoopDetector.mark_progress` of the session's detector."""
         entry = self._session(key)
-        self._shared(entry, lambda: entry.doom_loop.mark_progress(marker))
+        self._shared(entry, lambda: entry.doom_loop.mark_progress(marker), detectors_only=True)
 
     def record_response(self, key: SessionKey, text: str) -> None:
         """:meth:`DoomLoopDetector.record_response` of the session's detector."""
         entry = self._session(key)
-        self._shared(entry, lambda: entry.doom_loop.record_response(text))
+        self._shared(entry, lambda: entry.doom_loop.record_response(text), detectors_only=True)
 
     def is_doom_loop(self, key: SessionKey) -> bool:
         """:meth:`DoomLoopDetector.is_doom_loop` of the session's detector."""
         entry = self._session(key)
-        return self._shared(entry, lambda: entry.doom_loop.is_doom_loop())
+        return self._shared(entry, lambda: entry.doom_loop.is_doom_loop(), detectors_only=True)
 
     def stream(self, key: SessionKey) -> ChantDetector:
         """A fresh :class:`~doomloop.ChantDetector` with the registry profile's ``chant``
@@ -286,22 +294,27 @@ class SharedUpdate(Generic[_R]):
     asyncio registries alike: on the state the store holds (restored first when another
     replica changed it), so replicas reach the verdicts one process would, in the order the
     store commits. It may run more than once (on a conflict); ``result`` is the hook's return
-    of the last run, the one stored."""
+    of the last run, the one stored. ``detectors_only``: the hook changes detectors' state
+    only (a detector's own hook): on the state this process stored last, the snapshot's
+    header is not encoded again."""
 
-    __slots__ = ("_registry", "_entry", "_hook", "name", "result")
+    __slots__ = ("_registry", "_entry", "_hook", "_detectors_only", "name", "result")
 
     result: _R
 
-    def __init__(self, registry: SessionRegistry, entry: Monitor, hook: Callable[[], _R]) -> None:
+    def __init__(self, registry: SessionRegistry, entry: Monitor, hook: Callable[[], _R], detectors_only: bool = False) -> None:
         self._registry = registry
         self._entry = entry
         self._hook = hook
+        self._detectors_only = detectors_only
         # The session's key in the store.
         self.name = (entry.session_key or "").encode("utf-8", "surrogateescape")
 
     def __call__(self, data: Optional[bytes]) -> bytes:
         entry = self._entry
+        detectors_only = self._detectors_only
         if data != entry._saved:
+            detectors_only = False  # restored: nothing of the last snapshot is reused
             try:
                 self._registry._load(entry, data)
             except SnapshotError as error:
@@ -314,7 +327,7 @@ class SharedUpdate(Generic[_R]):
                 )
                 self._registry._load(entry, None)
         self.result = self._hook()
-        saved = entry._saved = entry.to_bytes()
+        saved = entry._saved = entry._snapshot_after(detectors_only)
         return saved
 
 
