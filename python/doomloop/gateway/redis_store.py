@@ -56,15 +56,18 @@ __all__ = ["AsyncRedisStore", "RedisStore"]
 # The version of the entry at KEYS[1]; nil when the key does not exist; false and what is wrong
 # when it holds something else. Versions stay below 2^53, where Lua's numbers are exact. The
 # optional field q is the queue of writers waiting for their turn (see the CAS script); c was
-# an earlier release's contention mark, accepted and dropped on the next write. The data is
-# not read here: a write that succeeds never needs it, and it may be large.
+# an earlier release's contention mark, accepted and dropped on the next write (the fourth
+# value says whether it is there). The data is not read here: a write that succeeds never
+# needs it, and it may be large. The common case costs three calls: HMGET, HEXISTS and HLEN
+# (the key's type is asked only when HMGET fails, and whether it exists only when it has no v).
 _READ = """
 local function read()
-  local kind = redis.call('TYPE', KEYS[1])['ok']
-  if kind == 'none' then return nil end
-  if kind ~= 'hash' then return false, 'the key holds a ' .. kind .. ', not a hash' end
-  local fields = redis.call('HMGET', KEYS[1], 'v', 'c', 'q')
+  local fields = redis.pcall('HMGET', KEYS[1], 'v', 'c', 'q')
+  if fields['err'] then
+    return false, 'the key holds a ' .. redis.call('TYPE', KEYS[1])['ok'] .. ', not a hash'
+  end
   local version = fields[1]
+  if not version and redis.call('EXISTS', KEYS[1]) == 0 then return nil end
   if not version or redis.call('HEXISTS', KEYS[1], 'd') == 0
       or redis.call('HLEN', KEYS[1]) ~= 2 + (fields[2] and 1 or 0) + (fields[3] and 1 or 0) then
     return false, 'the hash does not have exactly the fields v and d (and q)'
@@ -72,7 +75,7 @@ local function read()
   if not string.match(version, '^[1-9]%d*$') or tonumber(version) >= 9007199254740992 then
     return false, 'the version is not a positive integer below 2^53'
   end
-  return version, nil, fields[3]
+  return version, nil, fields[3], fields[2] ~= false
 end
 """
 
@@ -87,20 +90,31 @@ end
 # of racing writers whose round trips happen to be shorter. Each writer in it is stamped with
 # the server's clock each time it calls; one not heard from for a lease (it gave up, or its
 # process died) is dropped.
+#
+# The common write (the expected version, no queue, no contention mark) makes five calls:
+# the three of read(), then HSET and PEXPIRE; the server's clock is read only for a queue or a
+# new entry.
 _CAS = (
     _READ
     + """
-local version, problem, q = read()
+local version, problem, q, marked = read()
 if version == false then
   if ARGV[4] ~= '1' then return {-1, problem} end
   redis.call('DEL', KEYS[1])
-  version, q = nil, nil
+  version, q, marked = nil, nil, false
 end
 local token, lease = ARGV[5], tonumber(ARGV[7])
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local clock, now = nil, nil
+local function tick()
+  if not clock then
+    clock = redis.call('TIME')
+    now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  end
+  return now
+end
 local queue, place = {}, nil
 if q then
+  tick()
   for writer, heard in string.gmatch(q, '(%w+):(%d+)') do
     if writer == token then
       queue[#queue + 1] = {writer, now}
@@ -112,13 +126,13 @@ if q then
 end
 local function join()
   if token ~= '' and ARGV[6] == '1' and not place then
-    queue[#queue + 1] = {token, now}
+    queue[#queue + 1] = {token, tick()}
     place = #queue
   end
 end
 local function save()
   if #queue == 0 then
-    redis.call('HDEL', KEYS[1], 'q')
+    if q then redis.call('HDEL', KEYS[1], 'q') end
     return
   end
   local parts = {}
@@ -135,6 +149,7 @@ if version == nil then
   if ARGV[1] ~= '' then return {0} end
   -- A new entry starts at the server's clock in microseconds: above every version an earlier
   -- entry of the key reached, so a writer that still holds one of those conflicts.
+  tick()
   new = clock[1] .. string.format('%06d', tonumber(clock[2]))
 elseif version ~= ARGV[1] then
   join()
@@ -145,7 +160,7 @@ else
 end
 if place == 1 then table.remove(queue, 1) end
 redis.call('HSET', KEYS[1], 'v', new, 'd', ARGV[2])
-redis.call('HDEL', KEYS[1], 'c')
+if marked then redis.call('HDEL', KEYS[1], 'c') end
 save()
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, new}
@@ -540,8 +555,12 @@ class RedisStore:
         written back when Redis is reachable again unless another process wrote the key
         meanwhile; a corrupt entry is logged and overwritten."""
         name = check_session_key(key)
-        with self._turns.turn(name):
+        turns = self._turns
+        turn = turns.take(name)
+        try:
             return self._run(self._core.update(name, fn, ttl_seconds))
+        finally:
+            turns.give_back(name, turn)
 
     def close(self) -> None:
         """Close the connections (a later call opens new ones)."""
