@@ -24,7 +24,7 @@ from typing import Any, Awaitable, Callable, Dict, Iterator, List
 import pytest
 
 from doomloop.gateway import AsyncRedisStore, AsyncSessionRegistry, MemoryStore, RedisStore, SessionRegistry
-from redis_helpers import bump, calls, client, count_worker, counted, made_since, run_workers, server_url
+from redis_helpers import bump, calls, client, count_worker, counted, made_since, run_workers, server_url, tool_call_worker
 
 TTL = 600
 SIZES = [256, 4096, 65536]
@@ -234,3 +234,63 @@ def test_async_session_registry_tool_call(redis_url: str, prefix: str, benchmark
     loop.close()
     if not benchmark.disabled:
         print(f"\nAsyncSessionRegistry tool call (AsyncRedisStore): p50 {p50:.0f} us, p99 {p99:.0f} us")
+
+
+def _beside_raw(tool_calls: List[float], round_trips: List[float]) -> Dict[str, float]:
+    # p50 and p99 of the tool calls and of the raw round trips (µs), and each tool call
+    # percentile as a multiple of two raw round trips' (a tool call is two hooks).
+    call, raw = p50_p99([t * 1e6 for t in tool_calls]), p50_p99([t * 1e6 for t in round_trips])
+    return {
+        "call_p50_us": call[0],
+        "call_p99_us": call[1],
+        "raw_p50_us": raw[0],
+        "raw_p99_us": raw[1],
+        "p50_ratio": call[0] / (2 * raw[0]),
+        "p99_ratio": call[1] / (2 * raw[1]),
+    }
+
+
+def _report(label: str, found: Dict[str, float]) -> None:
+    print(
+        f"\n{label}: tool call p50 {found['call_p50_us']:.0f} µs, p99 {found['call_p99_us']:.0f} µs; "
+        f"raw EVALSHA p50 {found['raw_p50_us']:.0f} µs, p99 {found['raw_p99_us']:.0f} µs; "
+        f"x{found['p50_ratio']:.2f} / x{found['p99_ratio']:.2f} two raw round trips"
+    )
+
+
+@pytest.mark.parametrize("sessions", [1, 200, 10_000])
+def test_tool_call_beside_raw_round_trips(redis_url: str, prefix: str, sessions: int, benchmark: Any) -> None:
+    """A tool call through SessionRegistry on RedisStore, round robin over ``sessions``
+    sessions of one process, each call timed beside a raw EVALSHA round trip (a script that
+    only returns, sent one session's blob) of the same run; the benchmark times the run once."""
+    count = 20 if benchmark.disabled else 5000
+    keys = [f"s{n}" for n in range(sessions if not benchmark.disabled else min(sessions, 50))]
+    with RedisStore(redis_url, prefix=prefix) as store:
+        tool_calls, round_trips = benchmark.pedantic(tool_call_worker, args=(store, keys, -1, count), rounds=1, iterations=1)
+    found = _beside_raw(tool_calls, round_trips)
+    benchmark.extra_info.update(found)
+    assert len(tool_calls) == len(round_trips) == count
+    if not benchmark.disabled:
+        _report(f"{sessions} session(s), one process", found)
+
+
+@pytest.mark.parametrize("keys", [1, 4], ids=["one session", "distinct sessions"])
+def test_tool_calls_of_four_processes_beside_raw_round_trips(redis_url: str, prefix: str, keys: int, benchmark: Any) -> None:
+    """The same tool call in 4 processes at once, on one shared session or one session each,
+    each call beside a raw round trip of its own process; percentiles over all 4."""
+    count = 20 if benchmark.disabled else 2000
+    names = ["shared"] if keys == 1 else [f"w{n}" for n in range(keys)]
+    results, _ = benchmark.pedantic(
+        run_workers,
+        args=(redis_url, names, 4, count),
+        kwargs={"job": tool_call_worker, "prefix": prefix, "on_error": "closed"},
+        rounds=1,
+        iterations=1,
+    )
+    tool_calls = [one for calls, _ in results.values() for one in calls]
+    round_trips = [one for _, raws in results.values() for one in raws]
+    found = _beside_raw(tool_calls, round_trips)
+    benchmark.extra_info.update(found)
+    assert len(tool_calls) == 4 * count
+    if not benchmark.disabled:
+        _report(f"4 processes, {'one session' if keys == 1 else 'distinct sessions'}", found)

@@ -215,6 +215,47 @@ def count_worker(store: Any, keys: Sequence[str], worker: int, count: int) -> Li
     return taken
 
 
+def tool_call_worker(store: Any, keys: Sequence[str], worker: int, count: int) -> Tuple[List[float], List[float]]:
+    """``count`` tool calls (``before_tool_call`` + ``after_tool_call``, fresh arguments and
+    result each time, so no rule fires) through a ``SessionRegistry`` on ``store``, on the
+    session ``keys[worker % len(keys)]`` (one key for all workers, or one each), or round robin
+    over all of ``keys`` for worker -1 (one process, many sessions). Each is timed beside one
+    raw ``EVALSHA`` round trip of a script that only returns, sent the bytes of one session's
+    blob, to the same server. Every session has one untimed call first. Returns the seconds of
+    each tool call and of each raw round trip."""
+    import redis
+
+    from doomloop.gateway import SessionRegistry
+
+    mine = list(keys) if worker < 0 else [keys[worker % len(keys)]]
+    registry = SessionRegistry(store=store)
+    calls = iter(range(10**9))
+
+    def tool_call(key: str) -> None:
+        n = next(calls)
+        registry.before_tool_call(key, "read", {"path": f"src/{n}.py"})
+        registry.after_tool_call(key, "read", {"path": f"src/{n}.py"}, result=f"line {n}")
+
+    for key in mine:
+        tool_call(key)
+    connection = redis.Redis.from_url(store._core.url)
+    raw = connection.register_script("return 1")
+    blob = registry.get(mine[0]).to_bytes()
+    raw(keys=[b"raw"], args=[blob])
+    tool_calls: List[float] = []
+    round_trips: List[float] = []
+    for n in range(count):
+        began = time.perf_counter()
+        raw(keys=[b"raw"], args=[blob])
+        between = time.perf_counter()
+        tool_call(mine[n % len(mine)])
+        ended = time.perf_counter()
+        round_trips.append(between - began)
+        tool_calls.append(ended - between)
+    connection.close()
+    return tool_calls, round_trips
+
+
 def counted(size: int, value: int = 0) -> bytes:
     """A blob of ``size`` bytes whose first 8 hold a counter."""
     return value.to_bytes(8, "big") + bytes(size - 8)
