@@ -152,6 +152,12 @@ def test_memory_store_update(benchmark: Any) -> None:
     assert entry is not None and counter(entry.data) > 0
 
 
+def _four_processes(benchmark: Any, url: str, names: List[str], count: int, job: Any, prefix: str) -> Any:
+    # `job` in 4 processes on `names` (fail-closed), timed once by the benchmark.
+    kwargs = {"job": job, "prefix": prefix, "on_error": "closed"}
+    return benchmark.pedantic(run_workers, args=(url, names, 4, count), kwargs=kwargs, rounds=1, iterations=1)
+
+
 @pytest.mark.parametrize("keys", [1, 4], ids=["one key", "distinct keys"])
 def test_throughput_of_four_processes(redis_url: str, prefix: str, keys: int, benchmark: Any) -> None:
     """Four processes updating one shared key, or one key each, at the default settings; the
@@ -163,13 +169,7 @@ def test_throughput_of_four_processes(redis_url: str, prefix: str, keys: int, be
     names = [f"k{n}" for n in range(keys)]
     connection = client(redis_url)
     before = calls(connection)
-    taken, seconds = benchmark.pedantic(
-        run_workers,
-        args=(redis_url, names, 4, count),
-        kwargs={"job": count_worker, "prefix": prefix, "on_error": "closed"},
-        rounds=1,
-        iterations=1,
-    )
+    taken, seconds = _four_processes(benchmark, redis_url, names, count, count_worker, prefix)
     made = made_since(before, connection)
     total = sum(counter(connection.hget(f"{prefix}{name}", "d")) for name in names)
     assert all(connection.hget(f"{prefix}{name}", "q") is None for name in names)  # no writer left queued
@@ -280,13 +280,7 @@ def test_tool_calls_of_four_processes_beside_raw_round_trips(redis_url: str, pre
     each call beside a raw round trip of its own process; percentiles over all 4."""
     count = 20 if benchmark.disabled else 2000
     names = ["shared"] if keys == 1 else [f"w{n}" for n in range(keys)]
-    results, _ = benchmark.pedantic(
-        run_workers,
-        args=(redis_url, names, 4, count),
-        kwargs={"job": tool_call_worker, "prefix": prefix, "on_error": "closed"},
-        rounds=1,
-        iterations=1,
-    )
+    results, _ = _four_processes(benchmark, redis_url, names, count, tool_call_worker, prefix)
     tool_calls = [one for calls, _ in results.values() for one in calls]
     round_trips = [one for _, raws in results.values() for one in raws]
     found = _beside_raw(tool_calls, round_trips)

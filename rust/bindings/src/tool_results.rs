@@ -486,22 +486,20 @@ impl<'py> ResultValue for PyValue<'py> {
     }
 
     fn digest_skipping(&self, skip: &dyn Fn(&str) -> bool) -> u64 {
-        let skip_key = |key: &Bound<'_, PyAny>| {
-            key.cast::<PyString>()
-                .ok()
-                .and_then(|key| key.to_str().ok())
-                .is_some_and(skip)
-        };
-        fingerprint_skipping(&self.0, Some(&skip_key))
+        fingerprint_skipping(&self.0, Some(&str_keys(skip)))
     }
 
     fn digest_masked(&self, skip: &dyn Fn(&str) -> bool) -> u64 {
-        let skip_key = |key: &Bound<'_, PyAny>| {
-            key.cast::<PyString>()
-                .ok()
-                .and_then(|key| key.to_str().ok())
-                .is_some_and(skip)
-        };
-        fingerprint_masked(&self.0, &skip_key)
+        fingerprint_masked(&self.0, &str_keys(skip))
+    }
+}
+
+/// A filter of dict keys: the str keys `skip` accepts (a key of any other type is kept).
+fn str_keys(skip: &dyn Fn(&str) -> bool) -> impl Fn(&Bound<'_, PyAny>) -> bool + '_ {
+    move |key| {
+        key.cast::<PyString>()
+            .ok()
+            .and_then(|key| key.to_str().ok())
+            .is_some_and(skip)
     }
 }
