@@ -173,12 +173,11 @@ fn masks_whole(key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> bool {
     let scalar = (value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>())
         || value.is_instance_of::<PyFloat>()
         || value.is_instance_of::<PyString>();
+    // The key's bytes as a text result's are read (lone surrogates as surrogatepass).
     scalar
         && key
             .cast::<PyString>()
-            .ok()
-            .and_then(|key| key.to_str().ok())
-            .is_some_and(|key| volatile::is_volatile_quantity(key.as_bytes()))
+            .is_ok_and(|key| volatile::is_volatile_quantity(&text_bytes(key)))
 }
 
 /// Fast path for the most common value, a small dict of scalars (tool params, result
