@@ -200,6 +200,16 @@ SCENARIOS = {
         "for i in range(12): t, p = calls[i % 2]; before(t, p); after(t, p, result=t)",
         "t, p = calls[i % 2]; before(t, p); after(t, p, result=t)",
     ),
+    "cycle_warned": (
+        "before_tool_call + after_tool_call of a call in a warned cycle (7 paths read in turn, same results)",
+        1,
+        20_000,
+        "d = doomloop.ToolLoopDetector(critical_threshold=10**6, global_circuit_breaker_threshold=10**6 + 1)\n"
+        "before, after = d.before_tool_call, d.after_tool_call\n"
+        "calls = [{'path': f'src/mod{n}.py'} for n in range(7)]\n"
+        "for i in range(30): p = calls[i % 7]; before('read', p); after('read', p, result='same')",
+        "p = calls[i % 7]; before('read', p); after('read', p, result='same')",
+    ),
     # The LiteLLM guardrail's stream hook, per chunk of LiteLLM's own ModelResponseStream
     # objects, and the pass-through hook it is compared with (bench_litellm.py's pair). Each
     # run imports litellm (about 14 G instructions under valgrind, minutes): named only, never

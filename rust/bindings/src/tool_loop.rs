@@ -267,13 +267,13 @@ fn guard_verdict(
 // ToolLoopEngine
 // ---------------------------------------------------------------------------------------
 
-/// The parts of a finding that need the history's names, read under the lock.
-struct FindingNames {
+/// A finding rendered under the lock (its message and key read the history's names).
+struct Rendered {
     finding: Finding,
-    source_tool: Option<String>,
-    source_unknown: Option<String>,
-    /// A cycle's calls in call order (empty for other findings).
-    cycle: Vec<(String, u64)>,
+    message: String,
+    key: String,
+    /// A ping-pong's other tool.
+    paired_tool: Option<String>,
 }
 
 #[pyclass(module = "doomloop._core", subclass, frozen)]
@@ -312,16 +312,16 @@ impl ToolLoopEngine {
         let mut call = parse_call(engine.rules(), Some(&engine.memo), tool, params, run_id, tool_call_id)?;
         call.key.limits = limits;
         let tool_name = call.tool.to_string_lossy();
-        let (decision, new_episode, found): (Decision, bool, Option<FindingNames>) = {
+        let (decision, new_episode, found): (Decision, bool, Option<Rendered>) = {
             let mut session = engine.lock(py);
             let (decision, new_episode) = session.before_call(&call.key, call.call_id, &tool_name);
-            let found = decision.finding.map(|f| Self::names_of(&session, f, &call));
+            let found = decision.finding.map(|f| rendered(&session, f, &call, &tool_name));
             (decision, new_episode, found)
         };
         if found.is_none() {
             return allow(py);
         }
-        let verdict = verdict_of(py, &call, found)?;
+        let verdict = verdict_of(py, found)?;
         let blocked = if decision.blocked {
             let message = verdict.get().message.clone().unwrap_or_default();
             Some(blocked_result(py, &message)?.unbind())
@@ -355,34 +355,35 @@ impl ToolLoopEngine {
     fn rules(&self) -> Option<&Rules> {
         self.rules.as_deref()
     }
+}
 
-    fn names_of(session: &NamedSession, finding: Finding, call: &Call<'_>) -> FindingNames {
-        let (tool, unknown) = session.source_names(&finding);
-        FindingNames {
-            finding,
-            source_tool: tool.map(str::to_owned),
-            source_unknown: unknown.map(str::to_owned),
-            cycle: session.cycle_calls(&finding, &call.key, &call.tool.to_string_lossy()),
-        }
+/// `finding` rendered for the call to `tool` (its display text: a lone surrogate shows as
+/// U+FFFD), with the session's names; pure Rust, so it runs under the lock.
+fn rendered(session: &NamedSession, finding: Finding, call: &Call<'_>, tool: &str) -> Rendered {
+    let (source, unknown) = session.source_names(&finding);
+    let cycle = session.cycle_calls(&finding, &call.key, tool);
+    let (message, key) = finding.render(tool, call.key.args, source, unknown, &cycle);
+    let paired_tool = match finding.detector {
+        Detector::PingPong => source.map(str::to_owned),
+        _ => None,
+    };
+    Rendered {
+        finding,
+        message,
+        key,
+        paired_tool,
     }
 }
 
-fn verdict_of(py: Python<'_>, call: &Call<'_>, found: Option<FindingNames>) -> PyResult<Py<LoopVerdict>> {
-    let Some(found) = found else {
+fn verdict_of(py: Python<'_>, found: Option<Rendered>) -> PyResult<Py<LoopVerdict>> {
+    let Some(Rendered {
+        finding: f,
+        message,
+        key,
+        paired_tool,
+    }) = found
+    else {
         return not_stuck(py);
-    };
-    let f = found.finding;
-    // Display text: a lone surrogate shows as U+FFFD.
-    let (message, key) = f.render(
-        &call.tool.to_string_lossy(),
-        call.key.args,
-        found.source_tool.as_deref(),
-        found.source_unknown.as_deref(),
-        &found.cycle,
-    );
-    let paired_tool_name = match f.detector {
-        Detector::PingPong => found.source_tool,
-        _ => None,
     };
     Py::new(
         py,
@@ -397,7 +398,7 @@ fn verdict_of(py: Python<'_>, call: &Call<'_>, found: Option<FindingNames>) -> P
             count: f.count,
             message: Some(message),
             warning_key: Some(key),
-            paired_tool_name,
+            paired_tool_name: paired_tool,
         },
     )
 }
@@ -505,11 +506,14 @@ impl ToolLoopEngine {
         run_id: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<LoopVerdict>> {
         let call = parse_call(self.rules(), Some(&self.memo), tool, params, run_id, None)?;
+        let tool_name = call.tool.to_string_lossy();
         let found = {
             let session = self.lock(py);
-            session.detect(&call.key).map(|f| Self::names_of(&session, f, &call))
+            session
+                .detect(&call.key)
+                .map(|f| rendered(&session, f, &call, &tool_name))
         };
-        verdict_of(py, &call, found)
+        verdict_of(py, found)
     }
 
     /// Append the call to the history without a result.

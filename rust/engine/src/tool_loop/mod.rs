@@ -196,113 +196,232 @@ impl Finding {
         args: u64,
         paired_tool: Option<&str>,
         unknown_tool: Option<&str>,
-        cycle: &[(String, u64)],
+        cycle: &[(&str, u64)],
     ) -> (String, String) {
         let critical = self.level == Level::Critical;
-        let count = self.count;
-        let identity = |tool: &str, args: u64| format!("{tool}:{args:016x}");
-        let a = identity(tool, args);
+        let count = Num(u64::from(self.count));
+        let a = Id(tool, args);
         match self.detector {
             Detector::UnknownToolRepeat => (
-                format!(
-                    "CRITICAL: attempted unavailable tool {tool} {count} times. Stop retrying that missing tool and answer without it."
-                ),
-                format!("unknown-tool:{tool}:{}", unknown_tool.unwrap_or(tool)),
+                join(&[
+                    Text("CRITICAL: attempted unavailable tool "),
+                    Text(tool),
+                    Text(" "),
+                    count,
+                    Text(" times. Stop retrying that missing tool and answer without it."),
+                ]),
+                join(&[Text("unknown-tool:"), Text(tool), Text(":"), Text(unknown_tool.unwrap_or(tool))]),
             ),
             Detector::GlobalCircuitBreaker => (
-                format!(
-                    "CRITICAL: {tool} has repeated identical no-progress outcomes {count} times. Session execution blocked by global circuit breaker to prevent runaway loops."
-                ),
-                format!("global:{tool}:{a}:{:016x}", self.result),
+                join(&[
+                    Text("CRITICAL: "),
+                    Text(tool),
+                    Text(" has repeated identical no-progress outcomes "),
+                    count,
+                    Text(" times. Session execution blocked by global circuit breaker to prevent runaway loops."),
+                ]),
+                join(&[Text("global:"), Text(tool), Text(":"), a, Text(":"), Hex(self.result)]),
             ),
             Detector::KnownPollNoProgress => (
                 if critical {
-                    format!(
-                        "CRITICAL: Called {tool} with identical arguments and no progress {count} times. This appears to be a stuck polling loop. Session execution blocked to prevent resource waste."
-                    )
+                    join(&[
+                        Text("CRITICAL: Called "),
+                        Text(tool),
+                        Text(" with identical arguments and no progress "),
+                        count,
+                        Text(" times. This appears to be a stuck polling loop. Session execution blocked to prevent resource waste."),
+                    ])
                 } else {
-                    format!(
-                        "WARNING: You have called {tool} {count} times with identical arguments and no progress. Stop polling and either (1) increase wait time between checks, or (2) report the task as failed if the process is stuck."
-                    )
+                    join(&[
+                        Text("WARNING: You have called "),
+                        Text(tool),
+                        Text(" "),
+                        count,
+                        Text(" times with identical arguments and no progress. Stop polling and either (1) increase wait time between checks, or (2) report the task as failed if the process is stuck."),
+                    ])
                 },
-                format!("poll:{tool}:{a}:{:016x}", self.result),
+                join(&[Text("poll:"), Text(tool), Text(":"), a, Text(":"), Hex(self.result)]),
             ),
             Detector::PingPong => {
-                let b = identity(paired_tool.unwrap_or(""), self.other);
+                let (a, b) = (join(&[a]), join(&[Id(paired_tool.unwrap_or(""), self.other)]));
                 let (lo, hi) = if a <= b { (&a, &b) } else { (&b, &a) };
                 (
                     if critical {
-                        format!(
-                            "CRITICAL: You are alternating between repeated tool-call patterns ({count} consecutive calls) with no progress. This appears to be a stuck ping-pong loop. Session execution blocked to prevent resource waste."
-                        )
+                        join(&[
+                            Text("CRITICAL: You are alternating between repeated tool-call patterns ("),
+                            count,
+                            Text(" consecutive calls) with no progress. This appears to be a stuck ping-pong loop. Session execution blocked to prevent resource waste."),
+                        ])
                     } else {
-                        format!(
-                            "WARNING: You are alternating between repeated tool-call patterns ({count} consecutive calls). This looks like a ping-pong loop; stop retrying and report the task as failed."
-                        )
+                        join(&[
+                            Text("WARNING: You are alternating between repeated tool-call patterns ("),
+                            count,
+                            Text(" consecutive calls). This looks like a ping-pong loop; stop retrying and report the task as failed."),
+                        ])
                     },
-                    format!("pingpong:{lo}|{hi}"),
+                    join(&[Text("pingpong:"), Text(lo), Text("|"), Text(hi)]),
                 )
             }
             Detector::Cycle => {
-                let period = self.pattern;
+                let period = Num(u64::from(self.pattern));
+                let mut message = Vec::with_capacity(2 * cycle.len() + 7);
+                message.extend_from_slice(&[
+                    Text(if critical {
+                        "CRITICAL: You are repeating a cycle of "
+                    } else {
+                        "WARNING: You are repeating a cycle of "
+                    }),
+                    period,
+                    Text(" tool calls ("),
+                ]);
                 // The cycle's tools in call order, or the one tool all its calls are of.
-                let names = match cycle.split_first() {
+                match cycle.split_first() {
                     Some(((first, _), rest)) if rest.iter().all(|(tool, _)| tool == first) => {
-                        format!("all {first}, with changing arguments")
+                        message.extend_from_slice(&[Text("all "), Text(first), Text(", with changing arguments")]);
                     }
-                    _ => cycle.iter().map(|(tool, _)| tool.as_str()).collect::<Vec<_>>().join(" -> "),
-                };
+                    _ => {
+                        for (i, &(tool, _)) in cycle.iter().enumerate() {
+                            message.extend_from_slice(&[Text(if i > 0 { " -> " } else { "" }), Text(tool)]);
+                        }
+                    }
+                }
+                message.extend_from_slice(&if critical {
+                    [
+                        Text(") with identical outcomes ("),
+                        count,
+                        Text(" consecutive calls). This appears to be a stuck loop. Session execution blocked to prevent resource waste."),
+                    ]
+                } else {
+                    [
+                        Text(") ("),
+                        count,
+                        Text(" consecutive calls). If this is not making progress, stop retrying and report the task as failed."),
+                    ]
+                });
                 let digests: Vec<u64> = cycle.iter().map(|&(_, args)| args).collect();
                 let start = canonical_rotation(&digests);
-                let key = (0..cycle.len())
-                    .map(|i| {
-                        let (tool, args) = &cycle[(start + i) % cycle.len()];
-                        identity(tool, *args)
-                    })
-                    .collect::<Vec<_>>()
-                    .join(">");
+                let mut key = Vec::with_capacity(2 * cycle.len() + 1);
+                key.push(Text("cycle:"));
+                for i in 0..cycle.len() {
+                    let (tool, args) = cycle[(start + i) % cycle.len()];
+                    if i > 0 {
+                        key.push(Text(">"));
+                    }
+                    key.push(Id(tool, args));
+                }
                 (
-                    if critical {
-                        format!(
-                            "CRITICAL: You are repeating a cycle of {period} tool calls ({names}) with identical outcomes ({count} consecutive calls). This appears to be a stuck loop. Session execution blocked to prevent resource waste."
-                        )
-                    } else {
-                        format!(
-                            "WARNING: You are repeating a cycle of {period} tool calls ({names}) ({count} consecutive calls). If this is not making progress, stop retrying and report the task as failed."
-                        )
-                    },
-                    format!("cycle:{key}"),
+                    join(&message),
+                    join(&key),
                 )
             }
             Detector::ArgumentChurn => {
-                let sets = self.pattern;
+                let sets = Num(u64::from(self.pattern));
                 (
                     if critical {
-                        format!(
-                            "CRITICAL: Called {tool} {count} times cycling through the same {sets} argument sets, each with an unchanged outcome. Session execution blocked to prevent runaway loops."
-                        )
+                        join(&[
+                            Text("CRITICAL: Called "),
+                            Text(tool),
+                            Text(" "),
+                            count,
+                            Text(" times cycling through the same "),
+                            sets,
+                            Text(" argument sets, each with an unchanged outcome. Session execution blocked to prevent runaway loops."),
+                        ])
                     } else {
-                        format!(
-                            "WARNING: You have called {tool} {count} times cycling through the same {sets} argument sets, and each gave the same outcome every time. Changing between them is not making progress; try something different or report the task as failed."
-                        )
+                        join(&[
+                            Text("WARNING: You have called "),
+                            Text(tool),
+                            Text(" "),
+                            count,
+                            Text(" times cycling through the same "),
+                            sets,
+                            Text(" argument sets, and each gave the same outcome every time. Changing between them is not making progress; try something different or report the task as failed."),
+                        ])
                     },
-                    format!("churn:{tool}:{:016x}", self.other),
+                    join(&[Text("churn:"), Text(tool), Text(":"), Hex(self.other)]),
                 )
             }
             Detector::GenericRepeat if critical => (
-                format!(
-                    "CRITICAL: Called {tool} with identical arguments and identical outcomes {count} times. Session execution blocked to prevent runaway loops."
-                ),
-                format!("generic:{tool}:{a}:{:016x}", self.result),
+                join(&[
+                    Text("CRITICAL: Called "),
+                    Text(tool),
+                    Text(" with identical arguments and identical outcomes "),
+                    count,
+                    Text(" times. Session execution blocked to prevent runaway loops."),
+                ]),
+                join(&[Text("generic:"), Text(tool), Text(":"), a, Text(":"), Hex(self.result)]),
             ),
             Detector::GenericRepeat => (
-                format!(
-                    "WARNING: You have called {tool} {count} times with identical arguments. If this is not making progress, stop retrying and report the task as failed."
-                ),
-                format!("generic:{tool}:{a}"),
+                join(&[
+                    Text("WARNING: You have called "),
+                    Text(tool),
+                    Text(" "),
+                    count,
+                    Text(" times with identical arguments. If this is not making progress, stop retrying and report the task as failed."),
+                ]),
+                join(&[Text("generic:"), Text(tool), Text(":"), a]),
             ),
         }
     }
+}
+
+/// A piece of a rendered message or key: text, a number in decimal, a digest as 16 hex
+/// digits (what `{}` and `{:016x}` print), or a call's identity, `tool:digest`.
+#[derive(Clone, Copy)]
+enum Piece<'a> {
+    Text(&'a str),
+    Num(u64),
+    Hex(u64),
+    Id(&'a str, u64),
+}
+use Piece::{Hex, Id, Num, Text};
+
+/// The pieces joined, sized once: `format!`'s machinery was most of what a warned call costs
+/// above a normal one (a warning renders a message and a key on every call).
+fn join(pieces: &[Piece<'_>]) -> String {
+    let size = pieces
+        .iter()
+        .map(|piece| match piece {
+            Text(text) => text.len(),
+            Num(_) => 20,
+            Hex(_) => 16,
+            Id(tool, _) => tool.len() + 17,
+        })
+        .sum();
+    let mut out = String::with_capacity(size);
+    let hex = |out: &mut String, digest: u64| {
+        let mut digits = [0u8; 16];
+        for (at, digit) in digits.iter_mut().enumerate() {
+            *digit = b"0123456789abcdef"[(digest >> (60 - 4 * at)) as usize & 15];
+        }
+        out.push_str(std::str::from_utf8(&digits).unwrap_or_default());
+    };
+    for piece in pieces {
+        match *piece {
+            Text(text) => out.push_str(text),
+            Num(number) => {
+                let mut digits = [0u8; 20];
+                let mut at = digits.len();
+                let mut rest = number;
+                loop {
+                    at -= 1;
+                    digits[at] = b'0' + (rest % 10) as u8;
+                    rest /= 10;
+                    if rest == 0 {
+                        break;
+                    }
+                }
+                out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+            }
+            Hex(digest) => hex(&mut out, digest),
+            Id(tool, digest) => {
+                out.push_str(tool);
+                out.push(':');
+                hex(&mut out, digest);
+            }
+        }
+    }
+    out
 }
 
 /// The decision for one call about to run.
@@ -1016,21 +1135,24 @@ impl NamedSession {
     /// from the one before the newest to the newest. (The cycle's oldest record is the same
     /// call; it may have left a full history by the time this is read.) Empty for any other
     /// finding.
-    pub fn cycle_calls(&self, finding: &Finding, key: &CallKey, tool: &str) -> Vec<(String, u64)> {
+    pub fn cycle_calls<'a>(&'a self, finding: &Finding, key: &CallKey, tool: &'a str) -> Vec<(&'a str, u64)> {
         let (Detector::Cycle, Some(newest)) = (finding.detector, finding.source_back) else {
             return Vec::new();
         };
         let scope = RunScope::of(self.session.local(key).run);
-        let mut calls: Vec<(String, u64)> = self
-            .session
-            .history
-            .iter_newest_first()
-            .skip(newest)
-            .filter(|r| r.in_run(scope))
-            .take((finding.pattern as usize).saturating_sub(1))
-            .map(|r| (self.names.get(r.tool).unwrap_or_default().to_owned(), r.args))
-            .collect();
-        calls.push((tool.to_owned(), key.args));
+        let period = finding.pattern as usize;
+        // Sized up front: a growing vector's reallocations cost more than the walk.
+        let mut calls = Vec::with_capacity(period.max(1));
+        calls.extend(
+            self.session
+                .history
+                .iter_newest_first()
+                .skip(newest)
+                .filter(|r| r.in_run(scope))
+                .take(period.saturating_sub(1))
+                .map(|r| (self.names.get(r.tool).unwrap_or_default(), r.args)),
+        );
+        calls.push((tool, key.args));
         calls.reverse();
         calls
     }
@@ -1045,6 +1167,26 @@ impl NamedSession {
 mod tests {
     use super::scan::scoped;
     use super::*;
+
+    #[test]
+    fn joined_pieces_read_as_format_prints_them() {
+        for number in [0, 7, 10, 99, 12_345, u64::from(u32::MAX), u64::MAX] {
+            for digest in [0, 1, 0xabc, 0x0123_4567_89ab_cdef, u64::MAX] {
+                assert_eq!(
+                    join(&[
+                        Text("é:"),
+                        Num(number),
+                        Text(" "),
+                        Hex(digest),
+                        Text(""),
+                        Id("t", digest)
+                    ]),
+                    format!("é:{number} {digest:016x}t:{digest:016x}")
+                );
+            }
+        }
+        assert_eq!(join(&[]), "");
+    }
     use crate::fingerprint::{hash_action, hash_i64, hash_str};
 
     fn key(tool: &str, arg: i64) -> CallKey {
