@@ -222,6 +222,8 @@ class Monitor(MonitorEngine):
         chant = ChantDetector(**self.profile.chant.as_dict(), on_event=self.on_event, session_key=self.session_key)
         self.chant = chant
         self._answered = False
+        # A registry's stream starts here, outside any hook: the next snapshot's header is new.
+        self._saved_header = None
         return chant
 
     def _chant_findings(self, event: Optional[ChantEvent], step: int) -> List[Finding]:

@@ -319,9 +319,13 @@ def test_a_stored_blob_is_always_the_whole_monitors_state() -> None:
     registry = SessionRegistry(store=store)
     entry = registry._session("s")
     for n in range(12):
+        if n == 3:
+            # A chanting answer through the monitor: its header says the answer was reported.
+            registry.apply("s", lambda monitor: monitor.record_response("the same line again. " * 40))
+            assert entry._answered
         if n == 5:
             registry.apply("s", lambda monitor: monitor.record_user_message("try again"))
-            # Fed outside any hook: the next hook's blob carries it.
+            # A stream starts, and is fed, outside any hook: the next hook's blob carries both.
             registry.stream("s").feed("the same line again. " * 30)
         registry.before_tool_call("s", "read", {"path": f"f{n % 3}"})
         registry.after_tool_call("s", "read", {"path": f"f{n % 3}"}, result="same")
