@@ -12,7 +12,7 @@ use doomloop_engine::policy::ToolLimits;
 use doomloop_engine::snapshot::Snapshot;
 use doomloop_engine::tool_loop::{
     compaction_message, CompactionGuard, Decision, Detector, Finding, GuardVerdict as EngineGuardVerdict, Level,
-    LoopConfig, NamedSession, COMPACTION_DETECTOR, GUARD, TOOL_LOOP,
+    LoopConfig, NamedSession, COMPACTION_DETECTOR, GUARD, MAX_CYCLE_PERIOD, TOOL_LOOP,
 };
 use doomloop_engine::tool_result::{VETO_REASON, VETO_STATUS};
 use pyo3::exceptions::PyTypeError;
@@ -361,8 +361,9 @@ impl ToolLoopEngine {
 /// U+FFFD), with the session's names; pure Rust, so it runs under the lock.
 fn rendered(session: &NamedSession, finding: Finding, call: &Call<'_>, tool: &str) -> Rendered {
     let (source, unknown) = session.source_names(&finding);
-    let cycle = session.cycle_calls(&finding, &call.key, tool);
-    let (message, key) = finding.render(tool, call.key.args, source, unknown, &cycle);
+    let mut cycle = [("", 0); MAX_CYCLE_PERIOD];
+    let calls = session.cycle_calls(&finding, &call.key, tool, &mut cycle);
+    let (message, key) = finding.render(tool, call.key.args, source, unknown, &cycle[..calls]);
     let paired_tool = match finding.detector {
         Detector::PingPong => source.map(str::to_owned),
         _ => None,

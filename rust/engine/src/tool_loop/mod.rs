@@ -263,29 +263,16 @@ impl Finding {
                 )
             }
             Detector::Cycle => {
-                let period = Num(u64::from(self.pattern));
-                let mut message = Vec::with_capacity(2 * cycle.len() + 7);
-                message.extend_from_slice(&[
+                let head = [
                     Text(if critical {
                         "CRITICAL: You are repeating a cycle of "
                     } else {
                         "WARNING: You are repeating a cycle of "
                     }),
-                    period,
+                    Num(u64::from(self.pattern)),
                     Text(" tool calls ("),
-                ]);
-                // The cycle's tools in call order, or the one tool all its calls are of.
-                match cycle.split_first() {
-                    Some(((first, _), rest)) if rest.iter().all(|(tool, _)| tool == first) => {
-                        message.extend_from_slice(&[Text("all "), Text(first), Text(", with changing arguments")]);
-                    }
-                    _ => {
-                        for (i, &(tool, _)) in cycle.iter().enumerate() {
-                            message.extend_from_slice(&[Text(if i > 0 { " -> " } else { "" }), Text(tool)]);
-                        }
-                    }
-                }
-                message.extend_from_slice(&if critical {
+                ];
+                let tail = if critical {
                     [
                         Text(") with identical outcomes ("),
                         count,
@@ -297,22 +284,32 @@ impl Finding {
                         count,
                         Text(" consecutive calls). If this is not making progress, stop retrying and report the task as failed."),
                     ]
-                });
-                let digests: Vec<u64> = cycle.iter().map(|&(_, args)| args).collect();
-                let start = canonical_rotation(&digests);
-                let mut key = Vec::with_capacity(2 * cycle.len() + 1);
-                key.push(Text("cycle:"));
+                };
+                // The cycle's tools in call order, or the one tool all its calls are of.
+                let one_tool = match cycle.split_first() {
+                    Some(((first, _), rest)) if rest.iter().all(|(tool, _)| tool == first) => Some(*first),
+                    _ => None,
+                };
+                let names: usize = cycle.iter().map(|(tool, _)| tool.len() + 4).sum();
+                let mut message = String::with_capacity(size(&head) + names + 32 + size(&tail));
+                push(&mut message, &head);
+                match one_tool {
+                    Some(tool) => push(&mut message, &[Text("all "), Text(tool), Text(", with changing arguments")]),
+                    None => {
+                        for (i, &(tool, _)) in cycle.iter().enumerate() {
+                            push(&mut message, &[Text(if i > 0 { " -> " } else { "" }), Text(tool)]);
+                        }
+                    }
+                }
+                push(&mut message, &tail);
+                let start = rotation_start(cycle.len(), |i| cycle[i].1);
+                let mut key = String::with_capacity(6 + cycle.iter().map(|(tool, _)| tool.len() + 18).sum::<usize>());
+                key.push_str("cycle:");
                 for i in 0..cycle.len() {
                     let (tool, args) = cycle[(start + i) % cycle.len()];
-                    if i > 0 {
-                        key.push(Text(">"));
-                    }
-                    key.push(Id(tool, args));
+                    push(&mut key, &[Text(if i > 0 { ">" } else { "" }), Id(tool, args)]);
                 }
-                (
-                    join(&message),
-                    join(&key),
-                )
+                (message, key)
             }
             Detector::ArgumentChurn => {
                 let sets = Num(u64::from(self.pattern));
@@ -379,7 +376,14 @@ use Piece::{Hex, Id, Num, Text};
 /// The pieces joined, sized once: `format!`'s machinery was most of what a warned call costs
 /// above a normal one (a warning renders a message and a key on every call).
 fn join(pieces: &[Piece<'_>]) -> String {
-    let size = pieces
+    let mut out = String::with_capacity(size(pieces));
+    push(&mut out, pieces);
+    out
+}
+
+/// The bytes the pieces take at most.
+fn size(pieces: &[Piece<'_>]) -> usize {
+    pieces
         .iter()
         .map(|piece| match piece {
             Text(text) => text.len(),
@@ -387,8 +391,11 @@ fn join(pieces: &[Piece<'_>]) -> String {
             Hex(_) => 16,
             Id(tool, _) => tool.len() + 17,
         })
-        .sum();
-    let mut out = String::with_capacity(size);
+        .sum()
+}
+
+/// The pieces appended to `out`.
+fn push(out: &mut String, pieces: &[Piece<'_>]) {
     let hex = |out: &mut String, digest: u64| {
         let mut digits = [0u8; 16];
         for (at, digit) in digits.iter_mut().enumerate() {
@@ -413,15 +420,14 @@ fn join(pieces: &[Piece<'_>]) -> String {
                 }
                 out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
             }
-            Hex(digest) => hex(&mut out, digest),
+            Hex(digest) => hex(out, digest),
             Id(tool, digest) => {
                 out.push_str(tool);
                 out.push(':');
-                hex(&mut out, digest);
+                hex(out, digest);
             }
         }
     }
-    out
 }
 
 /// The decision for one call about to run.
@@ -448,8 +454,12 @@ mod key_tag {
 /// Where the lexicographically smallest rotation of `calls` starts: a cycle's warning key
 /// starts there, so it is the same whichever of the cycle's calls is being made.
 pub fn canonical_rotation(calls: &[u64]) -> usize {
-    let n = calls.len();
-    let rotation = |start: usize| (0..n).map(move |i| calls[(start + i) % n]);
+    rotation_start(calls.len(), |i| calls[i])
+}
+
+/// [`canonical_rotation`] of the `n` digests `at` gives.
+fn rotation_start(n: usize, at: impl Fn(usize) -> u64 + Copy) -> usize {
+    let rotation = move |start: usize| (0..n).map(move |i| at((start + i) % n));
     (1..n).fold(0, |best, start| {
         if rotation(start).lt(rotation(best)) {
             start
@@ -1133,28 +1143,38 @@ impl NamedSession {
     /// A cycle finding's calls (tool name and args identity) in call order from the call it
     /// judged (`key`, named `tool`): that call, then the records that follow it in the cycle,
     /// from the one before the newest to the newest. (The cycle's oldest record is the same
-    /// call; it may have left a full history by the time this is read.) Empty for any other
-    /// finding.
-    pub fn cycle_calls<'a>(&'a self, finding: &Finding, key: &CallKey, tool: &'a str) -> Vec<(&'a str, u64)> {
+    /// call; it may have left a full history by the time this is read.) Written into `calls`
+    /// (a cycle has at most [`MAX_CYCLE_PERIOD`] of them: no allocation); returns how many,
+    /// none for any other finding.
+    pub fn cycle_calls<'a>(
+        &'a self,
+        finding: &Finding,
+        key: &CallKey,
+        tool: &'a str,
+        calls: &mut [(&'a str, u64); MAX_CYCLE_PERIOD],
+    ) -> usize {
         let (Detector::Cycle, Some(newest)) = (finding.detector, finding.source_back) else {
-            return Vec::new();
+            return 0;
         };
         let scope = RunScope::of(self.session.local(key).run);
-        let period = finding.pattern as usize;
-        // Sized up front: a growing vector's reallocations cost more than the walk.
-        let mut calls = Vec::with_capacity(period.max(1));
-        calls.extend(
-            self.session
-                .history
-                .iter_newest_first()
-                .skip(newest)
-                .filter(|r| r.in_run(scope))
-                .take(period.saturating_sub(1))
-                .map(|r| (self.names.get(r.tool).unwrap_or_default(), r.args)),
-        );
-        calls.push((tool, key.args));
-        calls.reverse();
-        calls
+        let period = (finding.pattern as usize).clamp(1, MAX_CYCLE_PERIOD);
+        calls[0] = (tool, key.args);
+        let mut used = 1;
+        for record in self
+            .session
+            .history
+            .iter_newest_first()
+            .skip(newest)
+            .filter(|r| r.in_run(scope))
+            .take(period - 1)
+        {
+            calls[used] = (self.names.get(record.tool).unwrap_or_default(), record.args);
+            used += 1;
+        }
+        // Newest first after the judged call: the call order is the judged call, then oldest
+        // to newest.
+        calls[1..used].reverse();
+        used
     }
 
     /// Bytes held on the heap: the session's and the names'.
