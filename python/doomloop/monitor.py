@@ -432,14 +432,7 @@ class Monitor(MonitorEngine):
         except (KeyError, TypeError, ValueError) as error:
             raise SnapshotError(f"corrupt Monitor snapshot: bad header ({error})") from None
         options = {"on_event": self.on_event, "session_key": self.session_key}
-        try:
-            if not in_place:
-                raise SnapshotError("new detectors asked for")
-            # The detectors this monitor has, given the snapshot's state: a snapshot of the
-            # same profile has their settings (a store's other replicas).
-            self.tool_loop._restore(tool)
-            self.doom_loop._restore(session)
-        except SnapshotError:
+        if not (in_place and self._restored_in_place(tool, session)):
             # Other settings (or a damaged part, which from_bytes names): detectors built
             # from the snapshot's own settings.
             tool_loop = ToolLoopDetector.from_bytes(tool, **self._tool_options, **options)
@@ -455,6 +448,17 @@ class Monitor(MonitorEngine):
             self._restore_extra(extra)
         except (KeyError, TypeError, ValueError) as error:
             raise SnapshotError(f"corrupt {type(self).__name__} snapshot: bad state ({error})") from None
+
+    def _restored_in_place(self, tool: bytes, session: bytes) -> bool:
+        # The detectors this monitor has, given the snapshot's state: a snapshot of the same
+        # profile has their settings (a store's other replicas). False when one refuses it:
+        # other settings (a ValueError) or a damaged part (a SnapshotError, which is one).
+        try:
+            self.tool_loop._restore(tool)
+            self.doom_loop._restore(session)
+        except ValueError:
+            return False
+        return True
 
     def __reduce__(self) -> Tuple[Any, ...]:
         return (_restored, (type(self), self.to_bytes(), self.session_key, self.on_event, self._clock, self._tool_options))

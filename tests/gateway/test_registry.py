@@ -344,3 +344,26 @@ def test_a_stored_blob_is_always_the_whole_monitors_state() -> None:
     stored = store.load("s")
     assert stored is not None and _same_state(stored.data, entry)
     assert (entry.step, entry.turn, entry.chant) == (other.step, 0, None)
+
+
+def test_a_blob_of_other_settings_is_restored_with_its_own_settings() -> None:
+    # Detectors are restored in place when the blob has their settings; a replica running
+    # other settings gets detectors built from the blob's, as from_bytes builds them.
+    store = MemoryStore()
+    registry = SessionRegistry(store=store)
+    entry = registry._session("s")
+    registry.before_tool_call("s", "read", {"path": "a"})
+    other = Monitor(Profile.recommended().replace(tool_loop=LoopDetectionConfig(warning_threshold=4)))
+    other.before_tool_call("read", {"path": "b"})
+    current = store.load("s")
+    assert current is not None and store.compare_and_set("s", current.version, other.to_bytes(), 60) is not None
+    tool_loop = entry.tool_loop
+    registry.after_tool_call("s", "read", {"path": "b"}, result="r")
+    assert entry.tool_loop is not tool_loop and entry.tool_loop.config.warning_threshold == 4
+    # The same settings again: restored in place.
+    same = Monitor(other.profile)
+    current = store.load("s")
+    assert current is not None and store.compare_and_set("s", current.version, same.to_bytes(), 60) is not None
+    tool_loop = entry.tool_loop
+    registry.before_tool_call("s", "read", {"path": "c"})
+    assert entry.tool_loop is tool_loop and entry.tool_loop.get_stats()["calls"] == 1

@@ -21,13 +21,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
 use crate::canonical::{
-    fingerprint, fingerprint_and_sketch, fingerprint_str, is_immutable_scalar, str_preview, DictSnapshot,
+    fingerprint, fingerprint_and_sketch, fingerprint_str, is_immutable_scalar, str_preview, text_bytes, DictSnapshot,
 };
 use crate::chunks::scan_text;
 use crate::errors::{restored_state, snapshot_error, snapshot_refused};
 use crate::ffi::{exact, is_ascii, is_huge_negative, lock, str_length, substring, type_name, Exact};
 use crate::settings::checked;
-use crate::tool_results::text_bytes;
 
 /// Strs longer than this (in code points) are not kept by the input memo (it would keep them
 /// alive as long as the detector).

@@ -16,9 +16,8 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-pub(crate) use crate::canonical::text_bytes;
 use crate::canonical::{
-    fingerprint, fingerprint_masked, fingerprint_skipping, fingerprint_str, fingerprint_utf8, DictSnapshot,
+    fingerprint, fingerprint_masked, fingerprint_skipping, fingerprint_str, fingerprint_utf8, text_bytes, DictSnapshot,
 };
 use crate::ffi::{lock, type_name};
 

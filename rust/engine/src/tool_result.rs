@@ -13,7 +13,6 @@ use std::collections::{HashMap, HashSet};
 
 use crate::fingerprint::{self as fp, hash_none};
 use crate::unknown_tool::{trim_js_space, trim_js_space_bytes, unknown_tool_name};
-use crate::volatile;
 
 /// Ids that change on every send and must not make two identical sends look different.
 pub const VOLATILE_KEYS: [&str; 18] = [
@@ -188,8 +187,8 @@ pub trait ResultValue: Sized {
     /// at every depth.
     fn digest_skipping(&self, skip: &dyn Fn(&str) -> bool) -> u64;
     /// [`ResultValue::digest_skipping`] with volatile parts masked at every depth: each text
-    /// as [`volatile::mask`] masks it, and a number or text under a key that
-    /// [`volatile::is_volatile_quantity`] names as the one-byte text [`volatile::MASK`].
+    /// as [`crate::volatile::mask`] masks it, and a number or text under a key that
+    /// [`crate::volatile::is_volatile_quantity`] names as the one-byte text [`crate::volatile::MASK`].
     /// A value with nothing to mask keeps its [`ResultValue::digest`].
     fn digest_masked(&self, skip: &dyn Fn(&str) -> bool) -> u64;
 }
@@ -284,7 +283,7 @@ impl<V, E> Extensions<V, E> for NoExtensions {
 /// veto (a blocked call's own result), which is never recorded.
 ///
 /// With `plain_by_value`, a text result is compared with its volatile tokens masked
-/// ([`volatile::mask`]), and a mapping that has neither a `content` nor a `details` key (not
+/// ([`crate::volatile::mask`]), and a mapping that has neither a `content` nor a `details` key (not
 /// OpenClaw-shaped: `{"output": ...}`), or any other value, hashes by its canonical value with
 /// its volatile parts masked ([`ResultValue::digest_masked`]), and with volatile ids left out
 /// at every depth for a send-like call, where OpenClaw's rules would hash every such mapping
@@ -301,19 +300,14 @@ pub fn result_digest<V: ResultValue, E>(
         if let Some(digest) = extensions.normalised(result)? {
             return Ok(Some(digest));
         }
-        // doomloop's keyword configuration: a text that differs from another only in its
-        // volatile tokens (a timestamp, a pid, ...) is the same result. A text with none keeps
-        // its own digest.
-        if plain_by_value {
-            if !result.is_str() {
-                // A list of records, say: its texts and timings masked like a mapping's.
-                return Ok(Some(result.digest_masked(&|_| false)));
-            }
-            if let Some(masked) = result.text_bytes().and_then(|text| volatile::mask(&text)) {
-                return Ok(Some(fp::hash_str(&masked)));
-            }
-        }
-        return Ok(Some(result.digest()));
+        // doomloop's keyword configuration: a text (or a list of records) that differs from
+        // another only in its volatile tokens (a timestamp, a pid, ...) is the same result. A
+        // value with none keeps its own digest.
+        return Ok(Some(if plain_by_value {
+            result.digest_masked(&|_| false)
+        } else {
+            result.digest()
+        }));
     }
     let details = result.field(Field::Details);
     let plain = plain_by_value && details.is_none() && result.field(Field::Content).is_none();
@@ -500,6 +494,7 @@ fn str_is<V: ResultValue>(value: Option<&V>, expected: &str) -> bool {
 mod tests {
     use super::*;
     use crate::fingerprint::Canon;
+    use crate::volatile;
 
     /// A JSON value, as a trace reader would hold one: the rules read it like a Python one.
     #[derive(Clone, Debug)]

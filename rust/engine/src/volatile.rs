@@ -93,7 +93,7 @@ const TIME_SUFFIXES: [&str; 8] = ["at", "time", "ms", "ns", "us", "sec", "secs",
 
 /// Whether a mapping key names a volatile quantity (docs/tool-loop.md): the key read as words
 /// (split at `_`, `-`, `.`, spaces and lower-to-upper case changes, compared in lower case)
-/// holds one of [`QUANTITY_WORDS`] or ends in one of [`TIME_SUFFIXES`]. `elapsed_ms`, `pid`,
+/// holds one of `QUANTITY_WORDS` or ends in one of `TIME_SUFFIXES`. `elapsed_ms`, `pid`,
 /// `updatedAt` and `startTime` do; `progress`, `status`, `timeout` and `attempts` do not.
 pub fn is_volatile_quantity(key: &[u8]) -> bool {
     // Keys are short: a longer one is data, not a field name.
