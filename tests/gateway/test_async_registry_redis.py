@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Coroutine, List, TypeVar
+from typing import Any, Callable, Coroutine, Dict, List, TypeVar
 
 import pytest
 
@@ -52,12 +52,16 @@ def test_tasks_of_two_replicas_on_one_session_match_one_process_in_commit_order(
 
 
 def test_tasks_on_distinct_sessions_keep_their_own_state(redis_url: str, prefix: str) -> None:
+    # Fail-closed, with room for a slow connection on a loaded machine: a store that timed out
+    # would otherwise serve its (empty) local state, and the check below would read nothing.
+    options: Dict[str, Any] = {"prefix": prefix, "timeout": 5.0, "on_error": "closed"}
+
     async def scenario() -> List[List[bool]]:
-        async with AsyncRedisStore(redis_url, prefix=prefix) as store:
+        async with AsyncRedisStore(redis_url, **options) as store:
             registry = AsyncSessionRegistry(store=store)
             found = await asyncio.gather(*(repeat(registry, f"s{task}", 25) for task in range(8)))
             # What Redis holds is each session's own: a replica with no local state reads it.
-            async with AsyncRedisStore(redis_url, prefix=prefix) as other_store:
+            async with AsyncRedisStore(redis_url, **options) as other_store:
                 other = AsyncSessionRegistry(store=other_store)
                 for task in range(8):
                     assert (await other.get(f"s{task}")).tool_loop.get_stats()["calls"] == 25
