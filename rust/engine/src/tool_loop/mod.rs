@@ -394,6 +394,15 @@ fn size(pieces: &[Piece<'_>]) -> usize {
         .sum()
 }
 
+/// ASCII digits as a `str`, without the UTF-8 validation `from_utf8` would run on every
+/// number of every warning (a cycle's message and key carry a dozen).
+fn ascii(digits: &[u8]) -> &str {
+    debug_assert!(digits.is_ascii());
+    // SAFETY: every caller passes bytes it wrote from b'0'..=b'9' and b'a'..=b'f' only, so
+    // they are ASCII and therefore valid UTF-8.
+    unsafe { std::str::from_utf8_unchecked(digits) }
+}
+
 /// The pieces appended to `out`.
 fn push(out: &mut String, pieces: &[Piece<'_>]) {
     let hex = |out: &mut String, digest: u64| {
@@ -401,7 +410,7 @@ fn push(out: &mut String, pieces: &[Piece<'_>]) {
         for (at, digit) in digits.iter_mut().enumerate() {
             *digit = b"0123456789abcdef"[(digest >> (60 - 4 * at)) as usize & 15];
         }
-        out.push_str(std::str::from_utf8(&digits).unwrap_or_default());
+        out.push_str(ascii(&digits));
     };
     for piece in pieces {
         match *piece {
@@ -418,7 +427,7 @@ fn push(out: &mut String, pieces: &[Piece<'_>]) {
                         break;
                     }
                 }
-                out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+                out.push_str(ascii(digits.get(at..).unwrap_or_default()));
             }
             Hex(digest) => hex(out, digest),
             Id(tool, digest) => {
