@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from doomloop import ConfigError, DoomLoopConfig, DoomLoopDetector, DoomLoopEvent, DoomLoopType, RecoveryAction
-from support import FakeClock
+from support import FakeClock, shared_argument_dicts
 
 
 def started(config: DoomLoopConfig | None = None, now: float = 1000.0) -> tuple[DoomLoopDetector, FakeClock]:
@@ -334,6 +334,20 @@ def test_the_default_clock_answers_as_a_clock_read_on_every_check(profile: str, 
             assert lazy_event.description == read_event.description
         assert lazy.get_stats()["loop_events"] == read.get_stats()["loop_events"]
     assert events["lazy"] == events["read"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_arguments_sharing_objects_with_the_last_ones_hash_as_fresh_ones(seed: int) -> None:
+    # A fresh arguments dict is hashed beside the snapshot of the last one, and a key or value
+    # that is the very object held there is not hashed again: a twin handed equal dicts of
+    # fresh objects only (the same key, so the same snapshot bytes) must end in the same state.
+    shared = DoomLoopDetector(clock=lambda: 0.0)
+    shared.start_session()
+    fresh = DoomLoopDetector.from_bytes(shared.to_bytes(), clock=lambda: 0.0)
+    for step, (args, copy) in enumerate(shared_argument_dicts(seed, 300)):
+        shared.record_action("read", args, "ok", True)
+        fresh.record_action("read", copy, "ok", True)
+        assert shared.to_bytes() == fresh.to_bytes(), f"step {step}: {args!r}"
 
 
 # --- bad input ------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from doomloop import (
     ToolOutcome,
     tool_result_hash,
 )
+from support import shared_argument_dicts
 
 
 def text_result(text: str, details: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
@@ -591,6 +592,20 @@ def test_standalone_guard(caplog: pytest.LogCaptureFixture) -> None:
     assert [guard.observe_hashes("t", 1, 2).should_abort for _ in range(3)] == [False, False, True]
     with pytest.raises(ValueError, match="window_size"):
         PostCompactionGuard(0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_params_sharing_objects_with_the_last_ones_hash_as_fresh_ones(seed: int) -> None:
+    # Fresh params are hashed beside the snapshot of the last ones, and a key or value that is
+    # the very object held there is not hashed again: a twin handed equal dicts of fresh
+    # objects only must end in the same state after every call.
+    shared, fresh = ToolLoopDetector(), ToolLoopDetector()
+    for step, (params, copy) in enumerate(shared_argument_dicts(seed, 300)):
+        shared.before_tool_call("read", params)
+        shared.after_tool_call("read", params, result="ok")
+        fresh.before_tool_call("read", copy)
+        fresh.after_tool_call("read", copy, result="ok")
+        assert shared.to_bytes() == fresh.to_bytes(), f"step {step}: {params!r}"
 
 
 # --- threads, memory, bad input ----------------------------------------------------------------

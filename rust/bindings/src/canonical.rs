@@ -201,25 +201,36 @@ fn flat_dict_digest(value: &Bound<'_, PyAny>) -> Option<u64> {
 }
 
 /// A small dict of exact built-in scalars as it was when hashed: its entries, held by strong
-/// reference, and their digest. Lets a caller that is handed the same dict again (one params
-/// dict passed to both hooks of a call) reuse the digest without hashing.
+/// reference, their digests and the dict's. Lets a caller that is handed the same dict again
+/// (one params dict passed to both hooks of a call) reuse the digest without hashing, and one
+/// handed a fresh dict that shares objects with it (the same keys, a constant value: agents
+/// build a dict per call from the same literal) reuse those objects' digests.
 ///
-/// The digest is computed from the snapshot's own objects, so it is the digest of exactly the
-/// content held, whatever happens to the dict meanwhile. The entries are of exact immutable
-/// built-in types (str, int, float, bool, None) and are kept alive, so a dict that yields, in
-/// order, the very same objects has that content and that digest; any other dict is hashed
-/// anew.
+/// The digests are computed from the snapshot's own objects, so they are the digests of exactly
+/// the content held, whatever happens to the dict meanwhile. The entries are of exact immutable
+/// built-in types (str, int, float, bool, None) and are kept alive, so an object that is one of
+/// them (by identity: a held object's address cannot be reused) has that content and that
+/// digest; a dict that yields, in order, the very same objects has the snapshot's digest.
 pub struct DictSnapshot {
-    entries: Vec<(Py<PyAny>, Py<PyAny>)>,
+    entries: Vec<Held>,
     digest: u64,
+}
+
+/// One entry of a [`DictSnapshot`] and the digests of its key and value.
+struct Held {
+    key: Py<PyAny>,
+    value: Py<PyAny>,
+    key_digest: u64,
+    value_digest: u64,
 }
 
 impl DictSnapshot {
     /// Snapshot and hash `value`; `None` unless it is an exact dict of at most
     /// [`fp::SMALL_MAP_ENTRIES`] entries whose keys and values are all exact built-in scalars
     /// (strs of at most `longest_str` code points: a snapshot keeps them alive). The digest is
-    /// the one [`fingerprint`] gives for the same content.
-    pub fn take(value: &Bound<'_, PyAny>, longest_str: usize) -> Option<DictSnapshot> {
+    /// the one [`fingerprint`] gives for the same content. A key or value that is the very
+    /// object `previous` holds at the same place is not hashed again.
+    pub fn take(value: &Bound<'_, PyAny>, longest_str: usize, previous: Option<&DictSnapshot>) -> Option<DictSnapshot> {
         if !value.is_exact_instance_of::<PyDict>() || dict_len(value) > fp::SMALL_MAP_ENTRIES {
             return None;
         }
@@ -230,12 +241,29 @@ impl DictSnapshot {
             if !is_immutable_scalar(&k, longest_str) || !is_immutable_scalar(&v, longest_str) {
                 return None;
             }
-            entries.push((k.unbind(), v.unbind()));
+            entries.push(Held {
+                key: k.unbind(),
+                value: v.unbind(),
+                key_digest: 0,
+                value_digest: 0,
+            });
         }
+        // Hashed from the entries held, after the walk: hashing a long str releases the GIL,
+        // and the dict may change then.
+        let kept = previous.map_or(&[][..], |p| p.entries.as_slice());
         let mut pairs = [0u64; fp::SMALL_MAP_ENTRIES];
         let used = pairs.get_mut(..entries.len())?;
-        for (slot, (k, v)) in used.iter_mut().zip(&entries) {
-            *slot = fp::hash_pair(scalar_digest(k.bind(py))?, scalar_digest(v.bind(py))?);
+        for (at, (slot, entry)) in used.iter_mut().zip(&mut entries).enumerate() {
+            let old = kept.get(at);
+            entry.key_digest = match old.filter(|old| old.key.as_ptr() == entry.key.as_ptr()) {
+                Some(old) => old.key_digest,
+                None => scalar_digest(entry.key.bind(py))?,
+            };
+            entry.value_digest = match old.filter(|old| old.value.as_ptr() == entry.value.as_ptr()) {
+                Some(old) => old.value_digest,
+                None => scalar_digest(entry.value.bind(py))?,
+            };
+            *slot = fp::hash_pair(entry.key_digest, entry.value_digest);
         }
         let digest = fp::hash_map_pairs(used)?;
         Some(DictSnapshot { entries, digest })
@@ -252,16 +280,16 @@ impl DictSnapshot {
             return false;
         }
         let mut position = DictPosition::default();
-        self.entries.iter().all(|(key, item)| {
+        self.entries.iter().all(|held| {
             position
                 .next_pointers(value)
-                .is_some_and(|(k, v)| k == key.as_ptr() && v == item.as_ptr())
+                .is_some_and(|(k, v)| k == held.key.as_ptr() && v == held.value.as_ptr())
         })
     }
 
     /// Bytes held on the heap.
     pub fn heap_bytes(&self) -> usize {
-        self.entries.capacity() * std::mem::size_of::<(Py<PyAny>, Py<PyAny>)>()
+        self.entries.capacity() * std::mem::size_of::<Held>()
     }
 }
 

@@ -189,7 +189,7 @@ impl SessionEngine {
         let py = slf.py();
         // `args=None` is the empty mapping.
         let sketches = (engine.compares_arguments || engine.names_actions) && !args.is_none();
-        let state = engine.lock(py);
+        let mut state = engine.lock(py);
         let known_kind = state.memo.action_type(action_type);
         let known_result = state.memo.result(result);
         let known_args = if args.is_none() {
@@ -198,6 +198,13 @@ impl SessionEngine {
             None
         } else {
             state.memo.args(args)
+        };
+        // Fresh arguments are hashed beside the snapshot of the last ones, whose keys (and
+        // constant values) they usually share; it is put back when they give none.
+        let mut previous_args = if known_args.is_none() && !sketches {
+            state.memo.args.take()
+        } else {
+            None
         };
         // What the memo does not know is hashed with the lock released (a key's fingerprint
         // may run Python code), the sketch in the fingerprint's pass when it can be; when it
@@ -227,7 +234,7 @@ impl SessionEngine {
                 first_string = first;
                 digest
             }
-            None => match DictSnapshot::take(args, MEMO_LONGEST_STR) {
+            None => match DictSnapshot::take(args, MEMO_LONGEST_STR, previous_args.as_deref()) {
                 Some(snapshot) => {
                     let digest = snapshot.digest();
                     args_snapshot = Some(snapshot);
@@ -267,10 +274,14 @@ impl SessionEngine {
         }
         if let Some(snapshot) = args_snapshot {
             // The box is reused: fresh arguments on every call allocate no more than before.
-            match &mut state.memo.args {
+            match &mut previous_args {
                 Some(kept) => **kept = snapshot,
-                None => state.memo.args = Some(Box::new(snapshot)),
+                None => previous_args = Some(Box::new(snapshot)),
             }
+        }
+        // Another thread may have remembered its arguments meanwhile: either is right.
+        if previous_args.is_some() {
+            state.memo.args = previous_args;
         }
         if engine.clock.is_some() {
             // A Python clock is called with the lock released.

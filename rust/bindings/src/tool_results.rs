@@ -239,19 +239,23 @@ pub(crate) fn parse_call<'py>(
         )));
     };
     // The memo is only read and written here, never while Python code can run.
-    let (known_tool, known_run, known_params) = match memo {
+    let (known_tool, known_run, known_params, previous_params) = match memo {
         Some(memo) => {
-            let m = lock(py, memo);
+            let mut m = lock(py, memo);
+            let known_params = params
+                .as_ref()
+                .and_then(|p| m.params.as_ref().filter(|s| s.matches(p)))
+                .map(DictSnapshot::digest);
             (
                 m.tool.as_ref().and_then(|t| t.recall(tool.as_any())),
                 run_id.and_then(|r| m.run.as_ref()?.recall(r)),
-                params
-                    .as_ref()
-                    .and_then(|p| m.params.as_ref().filter(|s| s.matches(p)))
-                    .map(DictSnapshot::digest),
+                known_params,
+                // Fresh params are hashed beside the snapshot of the last ones, whose keys (and
+                // constant values) they usually share; it goes back when they give none.
+                known_params.is_none().then(|| m.params.take()).flatten(),
             )
         }
-        None => (None, None, None),
+        None => (None, None, None, None),
     };
     let (tool_digest, kind) = match known_tool {
         Some(known) => known,
@@ -265,7 +269,7 @@ pub(crate) fn parse_call<'py>(
     // `params=None` is the empty mapping.
     let (params_digest, snapshot) = match (&params, known_params) {
         (_, Some(digest)) => (digest, None),
-        (Some(params), None) => match DictSnapshot::take(params, usize::MAX) {
+        (Some(params), None) => match DictSnapshot::take(params, usize::MAX, previous_params.as_ref()) {
             Some(snapshot) => (snapshot.digest(), Some(snapshot)),
             None => (fingerprint(params), None),
         },
@@ -293,13 +297,16 @@ pub(crate) fn parse_call<'py>(
             (None, Some(run_id), Some(digest)) => Some(RememberedStr::new(run_id, digest, ())),
             _ => None,
         };
-        if tool.is_some() || run.is_some() || snapshot.is_some() {
+        // The new snapshot, else the one taken out to hash beside (another thread may have
+        // remembered its params meanwhile: either is right).
+        let params = snapshot.or(previous_params);
+        if tool.is_some() || run.is_some() || params.is_some() {
             let mut m = lock(py, memo);
             // The replaced entries are dropped after the lock is released.
             let _replaced = (
                 tool.map(|t| std::mem::replace(&mut m.tool, t)),
                 run.map(|r| std::mem::replace(&mut m.run, r)),
-                snapshot.map(|s| m.params.replace(s)),
+                params.map(|s| m.params.replace(s)),
             );
             drop(m);
         }
