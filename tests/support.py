@@ -84,11 +84,17 @@ def _fresh(value: Any) -> Any:
     raise TypeError(value)
 
 
+class Unremembered(dict):  # type: ignore[type-arg]
+    """A dict subclass: detectors remember only exact dicts, so one of these is hashed anew,
+    whole, on every call."""
+
+
 def shared_argument_dicts(seed: int, steps: int) -> Iterator[Tuple[Dict[str, Any], Dict[str, Any]]]:
     """Pairs of equal argument dicts: the first built as agents build them, a fresh dict per call
     from the same key objects and mostly the same value objects (now and then the very dict
-    of the call before, or that dict mutated), the second made of fresh objects only. A
-    detector handed the first of each pair must end in the state of one handed the second."""
+    of the call before, or that dict mutated), the second an :class:`Unremembered` dict of
+    fresh objects. A detector handed the first of each pair must end in the state of one
+    handed the second."""
     rng = random.Random(seed)
     last: Dict[str, Any] = {}
     for _ in range(steps):
@@ -105,4 +111,4 @@ def shared_argument_dicts(seed: int, steps: int) -> Iterator[Tuple[Dict[str, Any
             keys = rng.sample(_KEYS, rng.randint(1, 4))
             shared = {key: rng.choice(_VALUES) for key in keys}
         last = shared
-        yield shared, {_fresh(key): _fresh(value) for key, value in shared.items()}
+        yield shared, Unremembered({_fresh(key): _fresh(value) for key, value in shared.items()})

@@ -338,9 +338,10 @@ def test_the_default_clock_answers_as_a_clock_read_on_every_check(profile: str, 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_arguments_sharing_objects_with_the_last_ones_hash_as_fresh_ones(seed: int) -> None:
-    # A fresh arguments dict is hashed beside the snapshot of the last one, and a key or value
-    # that is the very object held there is not hashed again: a twin handed equal dicts of
-    # fresh objects only (the same key, so the same snapshot bytes) must end in the same state.
+    # A fresh arguments dict refreshes the snapshot of the last one in place, and a key or
+    # value that is the very object held there is not hashed again: a twin handed equal dicts
+    # it never remembers (and the same hash key: the same snapshot bytes) must end in the
+    # same state.
     shared = DoomLoopDetector(clock=lambda: 0.0)
     shared.start_session()
     fresh = DoomLoopDetector.from_bytes(shared.to_bytes(), clock=lambda: 0.0)

@@ -596,9 +596,9 @@ def test_standalone_guard(caplog: pytest.LogCaptureFixture) -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_params_sharing_objects_with_the_last_ones_hash_as_fresh_ones(seed: int) -> None:
-    # Fresh params are hashed beside the snapshot of the last ones, and a key or value that is
-    # the very object held there is not hashed again: a twin handed equal dicts of fresh
-    # objects only must end in the same state after every call.
+    # Fresh params refresh the snapshot of the last ones in place, and a key or value that is
+    # the very object held there is not hashed again: a twin handed equal dicts it never
+    # remembers must end in the same state after every call.
     shared, fresh = ToolLoopDetector(), ToolLoopDetector()
     for step, (params, copy) in enumerate(shared_argument_dicts(seed, 300)):
         shared.before_tool_call("read", params)

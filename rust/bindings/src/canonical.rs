@@ -204,7 +204,8 @@ fn flat_dict_digest(value: &Bound<'_, PyAny>) -> Option<u64> {
 /// reference, their digests and the dict's. Lets a caller that is handed the same dict again
 /// (one params dict passed to both hooks of a call) reuse the digest without hashing, and one
 /// handed a fresh dict that shares objects with it (the same keys, a constant value: agents
-/// build a dict per call from the same literal) reuse those objects' digests.
+/// build a dict per call from the same literal) refresh it in place, reusing those objects'
+/// digests (see [`DictSnapshot::refresh`]).
 ///
 /// The digests are computed from the snapshot's own objects, so they are the digests of exactly
 /// the content held, whatever happens to the dict meanwhile. The entries are of exact immutable
@@ -225,48 +226,90 @@ struct Held {
 }
 
 impl DictSnapshot {
-    /// Snapshot and hash `value`; `None` unless it is an exact dict of at most
-    /// [`fp::SMALL_MAP_ENTRIES`] entries whose keys and values are all exact built-in scalars
-    /// (strs of at most `longest_str` code points: a snapshot keeps them alive). The digest is
-    /// the one [`fingerprint`] gives for the same content. A key or value that is the very
-    /// object `previous` holds at the same place is not hashed again.
-    pub fn take(value: &Bound<'_, PyAny>, longest_str: usize, previous: Option<&DictSnapshot>) -> Option<DictSnapshot> {
+    /// The snapshot of `{}`.
+    pub fn empty() -> DictSnapshot {
+        DictSnapshot {
+            entries: Vec::new(),
+            digest: fp::hash_map_pairs(&mut []).unwrap_or_default(),
+        }
+    }
+
+    /// Become the snapshot of `value`, in place; false, leaving the snapshot of `{}`, unless
+    /// it is an exact dict of at most [`fp::SMALL_MAP_ENTRIES`] entries whose keys and values
+    /// are all exact built-in scalars (strs of at most `longest_str` code points: a snapshot
+    /// keeps them alive). The digest is the one [`fingerprint`] gives for the same content. A
+    /// key or value that is the very object held at the same place keeps its digest, and the
+    /// entries keep their allocation (agents build a dict per call from one literal: the same
+    /// keys, often constant values).
+    pub fn refresh(&mut self, value: &Bound<'_, PyAny>, longest_str: usize) -> bool {
+        let fresh = self.held(value, longest_str);
+        // Hashed from the entries held, after the walk: hashing a long str releases the GIL,
+        // and the dict may change then.
+        let digest = fresh.and_then(|fresh| self.hash_fresh(value.py(), fresh));
+        match digest {
+            Some(digest) => self.digest = digest,
+            None => *self = DictSnapshot::empty(),
+        }
+        digest.is_some()
+    }
+
+    /// Hold `value`'s entries in place; which keys (low byte) and values (high byte) are not
+    /// the objects held before, by position. None when it cannot have a snapshot.
+    fn held(&mut self, value: &Bound<'_, PyAny>, longest_str: usize) -> Option<u16> {
         if !value.is_exact_instance_of::<PyDict>() || dict_len(value) > fp::SMALL_MAP_ENTRIES {
             return None;
         }
-        let py = value.py();
-        let mut entries = Vec::with_capacity(dict_len(value));
+        let mut fresh = 0u16;
+        let mut len = 0;
         let mut position = DictPosition::default();
         while let Some((k, v)) = position.next(value) {
-            if !is_immutable_scalar(&k, longest_str) || !is_immutable_scalar(&v, longest_str) {
+            if len >= fp::SMALL_MAP_ENTRIES
+                || !is_immutable_scalar(&k, longest_str)
+                || !is_immutable_scalar(&v, longest_str)
+            {
                 return None;
             }
-            entries.push(Held {
-                key: k.unbind(),
-                value: v.unbind(),
-                key_digest: 0,
-                value_digest: 0,
-            });
+            match self.entries.get_mut(len) {
+                Some(held) => {
+                    if held.key.as_ptr() != k.as_ptr() {
+                        held.key = k.unbind();
+                        fresh |= 1 << len;
+                    }
+                    if held.value.as_ptr() != v.as_ptr() {
+                        held.value = v.unbind();
+                        fresh |= 1 << (len + 8);
+                    }
+                }
+                None => {
+                    self.entries.push(Held {
+                        key: k.unbind(),
+                        value: v.unbind(),
+                        key_digest: 0,
+                        value_digest: 0,
+                    });
+                    fresh |= 0x101 << len;
+                }
+            }
+            len += 1;
         }
-        // Hashed from the entries held, after the walk: hashing a long str releases the GIL,
-        // and the dict may change then.
-        let kept = previous.map_or(&[][..], |p| p.entries.as_slice());
+        self.entries.truncate(len);
+        Some(fresh)
+    }
+
+    /// Hash the entries `fresh` names and return the dict's digest.
+    fn hash_fresh(&mut self, py: Python<'_>, fresh: u16) -> Option<u64> {
         let mut pairs = [0u64; fp::SMALL_MAP_ENTRIES];
-        let used = pairs.get_mut(..entries.len())?;
-        for (at, (slot, entry)) in used.iter_mut().zip(&mut entries).enumerate() {
-            let old = kept.get(at);
-            entry.key_digest = match old.filter(|old| old.key.as_ptr() == entry.key.as_ptr()) {
-                Some(old) => old.key_digest,
-                None => scalar_digest(entry.key.bind(py))?,
-            };
-            entry.value_digest = match old.filter(|old| old.value.as_ptr() == entry.value.as_ptr()) {
-                Some(old) => old.value_digest,
-                None => scalar_digest(entry.value.bind(py))?,
-            };
-            *slot = fp::hash_pair(entry.key_digest, entry.value_digest);
+        let used = pairs.get_mut(..self.entries.len())?;
+        for (at, (slot, held)) in used.iter_mut().zip(&mut self.entries).enumerate() {
+            if fresh & (1 << at) != 0 {
+                held.key_digest = scalar_digest(held.key.bind(py))?;
+            }
+            if fresh & (1 << (at + 8)) != 0 {
+                held.value_digest = scalar_digest(held.value.bind(py))?;
+            }
+            *slot = fp::hash_pair(held.key_digest, held.value_digest);
         }
-        let digest = fp::hash_map_pairs(used)?;
-        Some(DictSnapshot { entries, digest })
+        fp::hash_map_pairs(used)
     }
 
     pub fn digest(&self) -> u64 {

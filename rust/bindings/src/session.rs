@@ -199,9 +199,9 @@ impl SessionEngine {
         } else {
             state.memo.args(args)
         };
-        // Fresh arguments are hashed beside the snapshot of the last ones, whose keys (and
-        // constant values) they usually share; it is put back when they give none.
-        let mut previous_args = if known_args.is_none() && !sketches {
+        // Fresh arguments refresh the snapshot of the last ones in place: they usually share
+        // its keys (and constant values).
+        let previous_args = if known_args.is_none() && !sketches {
             state.memo.args.take()
         } else {
             None
@@ -226,7 +226,7 @@ impl SessionEngine {
         // Only a config whose rules compare arguments pays for a sketch (it is large to fill).
         let mut sketch = None;
         let mut first_string = None;
-        let mut args_snapshot = None;
+        let mut args_memo = None;
         let args_digest = match known_args {
             Some(digest) => digest,
             None if sketches => {
@@ -234,14 +234,14 @@ impl SessionEngine {
                 first_string = first;
                 digest
             }
-            None => match DictSnapshot::take(args, MEMO_LONGEST_STR, previous_args.as_deref()) {
-                Some(snapshot) => {
-                    let digest = snapshot.digest();
-                    args_snapshot = Some(snapshot);
-                    digest
+            None => {
+                let snapshot = args_memo.insert(previous_args.unwrap_or_else(|| Box::new(DictSnapshot::empty())));
+                if snapshot.refresh(args, MEMO_LONGEST_STR) {
+                    snapshot.digest()
+                } else {
+                    fingerprint(args)
                 }
-                None => fingerprint(args),
-            },
+            }
         };
         let failure = if engine.digests_failures && !success {
             failure_of(result, result_digest, first_string.as_ref())
@@ -272,16 +272,11 @@ impl SessionEngine {
         if known_result.is_none() && is_immutable_scalar(result, MEMO_LONGEST_STR) {
             state.memo.result = Some((result.clone().unbind(), result_digest));
         }
-        if let Some(snapshot) = args_snapshot {
-            // The box is reused: fresh arguments on every call allocate no more than before.
-            match &mut previous_args {
-                Some(kept) => **kept = snapshot,
-                None => previous_args = Some(Box::new(snapshot)),
-            }
-        }
-        // Another thread may have remembered its arguments meanwhile: either is right.
-        if previous_args.is_some() {
-            state.memo.args = previous_args;
+        // The snapshot goes back, of these arguments or of `{}` (another thread may have
+        // remembered its arguments meanwhile: either is right). Fresh arguments on every call
+        // allocate nothing.
+        if args_memo.is_some() {
+            state.memo.args = args_memo;
         }
         if engine.clock.is_some() {
             // A Python clock is called with the lock released.

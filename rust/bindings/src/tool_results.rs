@@ -250,8 +250,8 @@ pub(crate) fn parse_call<'py>(
                 m.tool.as_ref().and_then(|t| t.recall(tool.as_any())),
                 run_id.and_then(|r| m.run.as_ref()?.recall(r)),
                 known_params,
-                // Fresh params are hashed beside the snapshot of the last ones, whose keys (and
-                // constant values) they usually share; it goes back when they give none.
+                // Fresh params refresh the snapshot of the last ones in place: they usually
+                // share its keys (and constant values).
                 known_params.is_none().then(|| m.params.take()).flatten(),
             )
         }
@@ -267,13 +267,18 @@ pub(crate) fn parse_call<'py>(
         },
     };
     // `params=None` is the empty mapping.
-    let (params_digest, snapshot) = match (&params, known_params) {
-        (_, Some(digest)) => (digest, None),
-        (Some(params), None) => match DictSnapshot::take(params, usize::MAX, previous_params.as_ref()) {
-            Some(snapshot) => (snapshot.digest(), Some(snapshot)),
-            None => (fingerprint(params), None),
-        },
-        (None, None) => (tool_result::hash_fields(&[]), None),
+    let mut params_memo = previous_params;
+    let params_digest = match (&params, known_params) {
+        (_, Some(digest)) => digest,
+        (Some(params), None) => {
+            let snapshot = params_memo.get_or_insert_with(DictSnapshot::empty);
+            if snapshot.refresh(params, usize::MAX) {
+                snapshot.digest()
+            } else {
+                fingerprint(params)
+            }
+        }
+        (None, None) => tool_result::hash_fields(&[]),
     };
     let known_poll = tool_result::is_known_poll(
         kind,
@@ -297,9 +302,9 @@ pub(crate) fn parse_call<'py>(
             (None, Some(run_id), Some(digest)) => Some(RememberedStr::new(run_id, digest, ())),
             _ => None,
         };
-        // The new snapshot, else the one taken out to hash beside (another thread may have
+        // The snapshot goes back, of these params or of `{}` (another thread may have
         // remembered its params meanwhile: either is right).
-        let params = snapshot.or(previous_params);
+        let params = params_memo;
         if tool.is_some() || run.is_some() || params.is_some() {
             let mut m = lock(py, memo);
             // The replaced entries are dropped after the lock is released.
