@@ -269,6 +269,17 @@ SCENARIOS = {
         "for i in range(30): p = calls[i % 7]; before('read', p); after('read', p, result='same')",
         "p = calls[i % 7]; before('read', p); after('read', p, result='same')",
     ),
+    "cycle_normal": (
+        "before_tool_call + after_tool_call of a normal call shaped as 'cycle_warned' (1,000 paths read in turn,"
+        " same results): what a warned cycle's call is compared with",
+        1,
+        20_000,
+        "d = doomloop.ToolLoopDetector(critical_threshold=10**6, global_circuit_breaker_threshold=10**6 + 1)\n"
+        "before, after = d.before_tool_call, d.after_tool_call\n"
+        "calls = [{'path': f'src/mod{n}.py'} for n in range(1000)]\n"
+        "for i in range(30): p = calls[i % 1000]; before('read', p); after('read', p, result='same')",
+        "p = calls[i % 1000]; before('read', p); after('read', p, result='same')",
+    ),
     # The LiteLLM guardrail's stream hook, per chunk of LiteLLM's own ModelResponseStream
     # objects, and the pass-through hook it is compared with (bench_litellm.py's pair). Each
     # run imports litellm (about 14 G instructions under valgrind, minutes): named only, never
