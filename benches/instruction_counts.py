@@ -346,7 +346,21 @@ NET_OF = {
 BASELINE = Path(__file__).with_name("instruction_baseline.json")
 TOLERANCE = 0.05
 """How much a path may grow over its baseline before ``--check`` fails."""
-GUARDED = ["session", "session_recommended", "tool", "monitor", "chant", "token", "registry", "blocked", "warned"]
+GUARDED = [
+    "session",
+    "session_recommended",
+    "session_fresh",
+    "session_fresh_recommended",
+    "tool",
+    "tool_fresh",
+    "monitor",
+    "chant",
+    "token",
+    "registry",
+    "blocked",
+    "warned",
+    "cycle_warned",
+]
 """The paths the regression guard holds to the baseline."""
 
 
