@@ -394,46 +394,46 @@ fn size(pieces: &[Piece<'_>]) -> usize {
         .sum()
 }
 
-/// ASCII digits as a `str`, without the UTF-8 validation `from_utf8` would run on every
-/// number of every warning (a cycle's message and key carry a dozen).
-fn ascii(digits: &[u8]) -> &str {
-    debug_assert!(digits.is_ascii());
-    // SAFETY: every caller passes bytes it wrote from b'0'..=b'9' and b'a'..=b'f' only, so
-    // they are ASCII and therefore valid UTF-8.
+/// `digest` as 16 lowercase hex digits, written into `digits`.
+fn hex_digits(digest: u64, digits: &mut [u8; 16]) -> &str {
+    for (at, digit) in digits.iter_mut().enumerate() {
+        *digit = b"0123456789abcdef"[(digest >> (60 - 4 * at)) as usize & 15];
+    }
+    // SAFETY: every byte was just written from the ASCII table above, so they are valid UTF-8.
+    // (`from_utf8` would validate every number of every warning: a cycle's message and key
+    // carry a dozen.)
     unsafe { std::str::from_utf8_unchecked(digits) }
+}
+
+/// `number` in decimal, written into the end of `digits`.
+fn decimal_digits(number: u64, digits: &mut [u8; 20]) -> &str {
+    let mut at = digits.len();
+    let mut rest = number;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let written = digits.get(at..).unwrap_or_default();
+    // SAFETY: `written` holds only bytes just written as b'0' plus a digit, ASCII and so valid
+    // UTF-8 (`u64::MAX` has 20 digits: `at` never underflows).
+    unsafe { std::str::from_utf8_unchecked(written) }
 }
 
 /// The pieces appended to `out`.
 fn push(out: &mut String, pieces: &[Piece<'_>]) {
-    let hex = |out: &mut String, digest: u64| {
-        let mut digits = [0u8; 16];
-        for (at, digit) in digits.iter_mut().enumerate() {
-            *digit = b"0123456789abcdef"[(digest >> (60 - 4 * at)) as usize & 15];
-        }
-        out.push_str(ascii(&digits));
-    };
     for piece in pieces {
         match *piece {
             Text(text) => out.push_str(text),
-            Num(number) => {
-                let mut digits = [0u8; 20];
-                let mut at = digits.len();
-                let mut rest = number;
-                loop {
-                    at -= 1;
-                    digits[at] = b'0' + (rest % 10) as u8;
-                    rest /= 10;
-                    if rest == 0 {
-                        break;
-                    }
-                }
-                out.push_str(ascii(digits.get(at..).unwrap_or_default()));
-            }
-            Hex(digest) => hex(out, digest),
+            Num(number) => out.push_str(decimal_digits(number, &mut [0; 20])),
+            Hex(digest) => out.push_str(hex_digits(digest, &mut [0; 16])),
             Id(tool, digest) => {
                 out.push_str(tool);
                 out.push(':');
-                hex(out, digest);
+                out.push_str(hex_digits(digest, &mut [0; 16]));
             }
         }
     }
