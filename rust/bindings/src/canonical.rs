@@ -217,12 +217,13 @@ pub struct DictSnapshot {
     digest: u64,
 }
 
-/// One entry of a [`DictSnapshot`] and the digests of its key and value.
+/// One entry of a [`DictSnapshot`], the digests of its key and value, and of the two as a pair.
 struct Held {
     key: Py<PyAny>,
     value: Py<PyAny>,
     key_digest: u64,
     value_digest: u64,
+    pair_digest: u64,
 }
 
 impl DictSnapshot {
@@ -259,33 +260,60 @@ impl DictSnapshot {
         if !value.is_exact_instance_of::<PyDict>() || dict_len(value) > fp::SMALL_MAP_ENTRIES {
             return None;
         }
+        let py = value.py();
         let mut fresh = 0u16;
         let mut len = 0;
         let mut position = DictPosition::default();
-        while let Some((k, v)) = position.next(value) {
-            if len >= fp::SMALL_MAP_ENTRIES
-                || !is_immutable_scalar(&k, longest_str)
-                || !is_immutable_scalar(&v, longest_str)
-            {
+        // An object held is one already checked; one replaced is dropped as a `Bound`, which
+        // decrements its count without asking whether the GIL is held.
+        let replace = |slot: &mut Py<PyAny>, item: Bound<'_, PyAny>| {
+            if !is_immutable_scalar(&item, longest_str) {
+                return false;
+            }
+            drop(std::mem::replace(slot, item.unbind()).into_bound(py));
+            true
+        };
+        let none = std::ptr::null_mut();
+        loop {
+            let same = self
+                .entries
+                .get(len)
+                .map_or((none, none), |h| (h.key.as_ptr(), h.value.as_ptr()));
+            let Some((k, v)) = position.next_unless(value, same) else {
+                break;
+            };
+            if len >= fp::SMALL_MAP_ENTRIES {
                 return None;
             }
             match self.entries.get_mut(len) {
                 Some(held) => {
-                    if held.key.as_ptr() != k.as_ptr() {
-                        held.key = k.unbind();
+                    if let Some(k) = k {
+                        if !replace(&mut held.key, k) {
+                            return None;
+                        }
                         fresh |= 1 << len;
                     }
-                    if held.value.as_ptr() != v.as_ptr() {
-                        held.value = v.unbind();
+                    if let Some(v) = v {
+                        if !replace(&mut held.value, v) {
+                            return None;
+                        }
                         fresh |= 1 << (len + 8);
                     }
                 }
                 None => {
+                    // Nothing held here: both are owned (a dict's entries are never null).
+                    let (Some(k), Some(v)) = (k, v) else {
+                        return None;
+                    };
+                    if !is_immutable_scalar(&k, longest_str) || !is_immutable_scalar(&v, longest_str) {
+                        return None;
+                    }
                     self.entries.push(Held {
                         key: k.unbind(),
                         value: v.unbind(),
                         key_digest: 0,
                         value_digest: 0,
+                        pair_digest: 0,
                     });
                     fresh |= 0x101 << len;
                 }
@@ -301,13 +329,16 @@ impl DictSnapshot {
         let mut pairs = [0u64; fp::SMALL_MAP_ENTRIES];
         let used = pairs.get_mut(..self.entries.len())?;
         for (at, (slot, held)) in used.iter_mut().zip(&mut self.entries).enumerate() {
-            if fresh & (1 << at) != 0 {
-                held.key_digest = scalar_digest(held.key.bind(py))?;
+            if fresh & (0x101 << at) != 0 {
+                if fresh & (1 << at) != 0 {
+                    held.key_digest = scalar_digest(held.key.bind(py))?;
+                }
+                if fresh & (1 << (at + 8)) != 0 {
+                    held.value_digest = scalar_digest(held.value.bind(py))?;
+                }
+                held.pair_digest = fp::hash_pair(held.key_digest, held.value_digest);
             }
-            if fresh & (1 << (at + 8)) != 0 {
-                held.value_digest = scalar_digest(held.value.bind(py))?;
-            }
-            *slot = fp::hash_pair(held.key_digest, held.value_digest);
+            *slot = held.pair_digest;
         }
         fp::hash_map_pairs(used)
     }
@@ -835,8 +866,12 @@ fn int_digest(int: &Bound<'_, PyInt>) -> u64 {
 }
 
 fn str_digest(string: &Bound<'_, PyString>) -> u64 {
+    str_digest_of_length(string, str_length(string).unwrap_or(0))
+}
+
+/// [`str_digest`] of a str whose length (in code points) the caller has read already.
+pub(crate) fn str_digest_of_length(string: &Bound<'_, PyString>, length: usize) -> u64 {
     let py = string.py();
-    let length = str_length(string).unwrap_or(0);
     if length >= STR_PIECE && !is_ascii(string).unwrap_or(true) {
         return long_str_digest(string, length).unwrap_or_else(|_| fp::hash_opaque(b"builtins.str"));
     }

@@ -216,6 +216,9 @@ pub(crate) fn dict_len(dict: &Bound<'_, PyAny>) -> usize {
 #[derive(Default)]
 pub(crate) struct DictPosition(ffi::Py_ssize_t);
 
+/// A key or value [`DictPosition::next_unless`] hands over: `None` for the object already held.
+pub(crate) type Refreshed<'py> = Option<Bound<'py, PyAny>>;
+
 impl DictPosition {
     /// The next (key, value) of `dict` as borrowed pointers, both non-null; for comparing
     /// with objects held elsewhere, without touching reference counts.
@@ -230,6 +233,25 @@ impl DictPosition {
         // references (never dereferenced here).
         let more = unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut self.0, &mut key, &mut value) };
         (more != 0 && !key.is_null() && !value.is_null()).then_some((key, value))
+    }
+
+    /// The next (key, value) of `dict`, each as an owned reference unless it is the object
+    /// `held` names for it (`held.0` the key, `held.1` the value; null names none), which is
+    /// then `None`, its reference count untouched: for refreshing a copy of a dict's entries.
+    #[inline]
+    pub(crate) fn next_unless<'py>(
+        &mut self,
+        dict: &Bound<'py, PyAny>,
+        held: (*mut ffi::PyObject, *mut ffi::PyObject),
+    ) -> Option<(Refreshed<'py>, Refreshed<'py>)> {
+        let (key, value) = self.next_pointers(dict)?;
+        let py = dict.py();
+        let owned = |item: *mut ffi::PyObject, same: *mut ffi::PyObject| {
+            // SAFETY: as in `next`: `item` is non-null and borrowed from the live `dict`, and
+            // it is turned into an owned reference at once.
+            (item != same).then(|| unsafe { Bound::from_borrowed_ptr(py, item) })
+        };
+        Some((owned(key, held.0), owned(value, held.1)))
     }
 
     /// The next (key, value) of `dict`, as owned references.

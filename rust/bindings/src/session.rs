@@ -21,7 +21,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
 use crate::canonical::{
-    fingerprint, fingerprint_and_sketch, fingerprint_str, is_immutable_scalar, str_preview, text_bytes, DictSnapshot,
+    fingerprint, fingerprint_and_sketch, fingerprint_str, is_immutable_scalar, str_digest_of_length, str_preview,
+    text_bytes, DictSnapshot,
 };
 use crate::chunks::scan_text;
 use crate::errors::{restored_state, snapshot_error, snapshot_refused};
@@ -194,7 +195,9 @@ impl SessionEngine {
         let known_result = state.memo.result(result);
         let known_args = if args.is_none() {
             Some(empty_mapping_digest())
-        } else if sketches {
+        } else if sketches || known_kind.is_none() || known_result.is_none() {
+            // Only inputs all known keep the lock for the record; otherwise the snapshot is
+            // refreshed outside it, which hashes nothing the same dict still holds.
             None
         } else {
             state.memo.args(args)
@@ -216,13 +219,19 @@ impl SessionEngine {
             Some(state)
         };
         let kind = known_kind.unwrap_or_else(|| fingerprint_str(action_type));
-        let result_digest = known_result.unwrap_or_else(|| {
-            if result.is_none() {
-                hash_none()
-            } else {
-                fingerprint(result)
-            }
-        });
+        // A str result (the usual) has its length read once, for its digest and the memo.
+        let (result_digest, memoizable) = match known_result {
+            Some(digest) => (digest, false),
+            None => match result.cast_exact::<PyString>() {
+                Ok(text) => {
+                    let length = str_length(text);
+                    let digest = str_digest_of_length(text, *length.as_ref().unwrap_or(&0));
+                    (digest, length.is_ok_and(|length| length <= MEMO_LONGEST_STR))
+                }
+                Err(_) if result.is_none() => (hash_none(), true),
+                Err(_) => (fingerprint(result), is_immutable_scalar(result, MEMO_LONGEST_STR)),
+            },
+        };
         // Only a config whose rules compare arguments pays for a sketch (it is large to fill).
         let mut sketch = None;
         let mut first_string = None;
@@ -269,8 +278,10 @@ impl SessionEngine {
         if known_kind.is_none() && is_immutable_scalar(action_type, MEMO_LONGEST_STR) {
             state.memo.action_type = Some((action_type.clone().unbind(), kind));
         }
-        if known_result.is_none() && is_immutable_scalar(result, MEMO_LONGEST_STR) {
-            state.memo.result = Some((result.clone().unbind(), result_digest));
+        if memoizable {
+            // The old result dropped as a `Bound`: no question whether the GIL is held.
+            let old = state.memo.result.replace((result.clone().unbind(), result_digest));
+            drop(old.map(|(old, _)| old.into_bound(py)));
         }
         // The snapshot goes back, of these arguments or of `{}` (another thread may have
         // remembered its arguments meanwhile: either is right). Fresh arguments on every call
