@@ -223,6 +223,23 @@ SCENARIOS = {
         "d = doomloop.ChantDetector()",
         "d.reset(); d.feed(text)",
     ),
+    "chant_source": (
+        "feed, per character of Python source in 64 KiB chunks (2 MiB of the standard library)",
+        2 << 20,
+        2,
+        "import os, sysconfig\n"
+        "root = sysconfig.get_paths()['stdlib']\n"
+        "paths = sorted(os.path.join(r, f) for r, _, fs in os.walk(root) for f in fs if f.endswith('.py'))\n"
+        "parts, size = [], 0\n"
+        "for path in paths:\n"
+        "    if size >= 2 << 20: break\n"
+        "    with open(path, encoding='utf-8', errors='replace') as f: parts.append(f.read())\n"
+        "    size += len(parts[-1])\n"
+        "text = ''.join(parts)[: 2 << 20]\n"
+        "chunks = [text[k : k + (64 << 10)] for k in range(0, len(text), 64 << 10)]\n"
+        "d = doomloop.ChantDetector()",
+        "d.reset(); [d.feed(c) for c in chunks]",
+    ),
     "token": (
         "feed of one token-sized chunk",
         1000,

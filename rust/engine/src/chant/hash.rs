@@ -3,6 +3,7 @@
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
+use super::kernels::roll_bytes;
 use super::{Slot, Symbol, NO_RANK};
 
 /// The secret key of a detector's window hash (random in production; tests may fix it).
@@ -127,6 +128,11 @@ impl Roll {
         let (Some(entering), Some(leaving), Some(hashes), Some(ranks)) = (entering, leaving, hashes, ranks) else {
             return;
         };
+        if let (Some(e), Some(l)) = (N::code_point_bytes(entering), N::code_point_bytes(leaving)) {
+            if roll_bytes(self, e, l, hashes, ranks) {
+                return;
+            }
+        }
         let mut roll = *self;
         for (((slot, out), hash_out), rank_out) in entering.iter().zip(leaving).zip(hashes).zip(ranks) {
             let (hash, blank) = roll.step(slot.load(), Some(out.load()));

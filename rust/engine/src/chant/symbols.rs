@@ -53,6 +53,14 @@ pub trait Slot<S>: Copy + Eq + Default + std::fmt::Debug {
     fn same_ends(x: &[Self], y: &[Self]) -> usize {
         x.iter().rev().zip(y.iter().rev()).take_while(|(a, b)| a == b).count()
     }
+
+    /// The slots as bytes when each is a code point below 256 (its key is the byte and it is
+    /// whitespace exactly when `is_white_space` says so): the hash pass then runs as vector
+    /// code over the bytes. None for every other slot.
+    #[inline(always)]
+    fn code_point_bytes(_slots: &[Self]) -> Option<&[u8]> {
+        None
+    }
 }
 
 impl<S: Symbol> Slot<S> for S {
@@ -107,6 +115,11 @@ impl Slot<u32> for u8 {
             }
         }
         bits
+    }
+
+    #[inline(always)]
+    fn code_point_bytes(slots: &[u8]) -> Option<&[u8]> {
+        Some(slots)
     }
 
     /// Eight bytes at a time (the text of a repeat is compared to its end).
