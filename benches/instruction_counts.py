@@ -372,6 +372,7 @@ GUARDED = [
     "tool_fresh",
     "monitor",
     "chant",
+    "chant_source",
     "token",
     "registry",
     "blocked",

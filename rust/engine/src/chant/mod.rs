@@ -38,11 +38,13 @@
 //! grew faster. That is within `window + min_repeats * (p + window)` of the chant's start.
 //!
 //! Cost: O(1) per symbol, in three passes over batches of 256 symbols, each a tight loop:
-//! the rolling hash and rank of every window; the minimum rank of the windows before each
-//! (vector code: doubling minima on 32-bit lanes); the table probe of the anchors only. A
-//! restart scans the `max_distance` symbols before it (16 at a time) for the window's last
-//! and first symbols; only anchors whose window recurred within `max_distance` restart
-//! (about one character in 1,300 of source code, none in prose that does not repeat).
+//! the rolling hash and rank of every window (for text held as bytes, four windows at a time
+//! in AVX2 lanes where the processor has them, whitespace runs from bitmasks); the minimum
+//! rank of the windows before each (vector code: doubling minima on 32-bit lanes); the table
+//! probe of the anchors only. A restart scans the `max_distance` symbols before it (16 at a
+//! time) for the window's last and first symbols; only anchors whose window recurred within
+//! `max_distance` restart (about one character in 1,300 of source code, none in prose that
+//! does not repeat).
 //! Memory is fixed by the configuration. The text between occurrences is compared symbol by
 //! symbol, and the whole chained span again before an alarm is raised, so a hash collision
 //! (crafted or not) can only ever cost a missed link, never an alarm.
