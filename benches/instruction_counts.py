@@ -237,7 +237,9 @@ SCENARIOS = {
         "    size += len(parts[-1])\n"
         "text = ''.join(parts)[: 2 << 20]\n"
         "chunks = [text[k : k + (64 << 10)] for k in range(0, len(text), 64 << 10)]\n"
-        "d = doomloop.ChantDetector()",
+        # A fixed hash key: which windows are anchors, and so how often source code's recurring
+        # windows restart a chain, depends on it (33.2 and 34.2 in two runs with random keys).
+        "d = doomloop.ChantDetector(seed=1)",
         "d.reset(); [d.feed(c) for c in chunks]",
     ),
     "token": (
