@@ -228,10 +228,10 @@ struct Held {
 
 impl DictSnapshot {
     /// The snapshot of `{}`.
-    pub fn empty() -> DictSnapshot {
+    pub const fn empty() -> DictSnapshot {
         DictSnapshot {
             entries: Vec::new(),
-            digest: fp::hash_map_pairs(&mut []).unwrap_or_default(),
+            digest: fp::EMPTY_MAP,
         }
     }
 
@@ -249,7 +249,11 @@ impl DictSnapshot {
         let digest = fresh.and_then(|fresh| self.hash_fresh(value.py(), fresh));
         match digest {
             Some(digest) => self.digest = digest,
-            None => *self = DictSnapshot::empty(),
+            // The snapshot of `{}`, keeping the entries' allocation.
+            None => {
+                self.entries.clear();
+                self.digest = fp::EMPTY_MAP;
+            }
         }
         digest.is_some()
     }
@@ -259,6 +263,16 @@ impl DictSnapshot {
     fn held(&mut self, value: &Bound<'_, PyAny>, longest_str: usize) -> Option<u16> {
         if !value.is_exact_instance_of::<PyDict>() || dict_len(value) > fp::SMALL_MAP_ENTRIES {
             return None;
+        }
+        // With nothing held, arguments that can have no snapshot (a list in them: common) are
+        // turned away before anything is allocated or held.
+        if self.entries.is_empty() {
+            let mut position = DictPosition::default();
+            while let Some((k, v)) = position.next(value) {
+                if !is_immutable_scalar(&k, longest_str) || !is_immutable_scalar(&v, longest_str) {
+                    return None;
+                }
+            }
         }
         let py = value.py();
         let mut fresh = 0u16;
@@ -869,8 +883,22 @@ fn str_digest(string: &Bound<'_, PyString>) -> u64 {
     str_digest_of_length(string, str_length(string).unwrap_or(0))
 }
 
+/// [`fingerprint`] of `value`, and whether it is an immutable scalar a memo may keep
+/// ([`is_immutable_scalar`] with `longest_str`): a str (the usual result) has its length read
+/// once for both.
+pub fn fingerprint_memoizable(value: &Bound<'_, PyAny>, longest_str: usize) -> (u64, bool) {
+    match value.cast_exact::<PyString>() {
+        Ok(text) => {
+            let length = str_length(text).ok();
+            let memoizable = length.is_some_and(|length| length <= longest_str);
+            (str_digest_of_length(text, length.unwrap_or(0)), memoizable)
+        }
+        Err(_) => (fingerprint(value), is_immutable_scalar(value, longest_str)),
+    }
+}
+
 /// [`str_digest`] of a str whose length (in code points) the caller has read already.
-pub(crate) fn str_digest_of_length(string: &Bound<'_, PyString>, length: usize) -> u64 {
+fn str_digest_of_length(string: &Bound<'_, PyString>, length: usize) -> u64 {
     let py = string.py();
     if length >= STR_PIECE && !is_ascii(string).unwrap_or(true) {
         return long_str_digest(string, length).unwrap_or_else(|_| fp::hash_opaque(b"builtins.str"));

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
-use doomloop_engine::fingerprint::{hash_action, hash_none, Canon, Sketch};
+use doomloop_engine::fingerprint::{hash_action, hash_none, Sketch, EMPTY_MAP};
 use doomloop_engine::policy::ActionLimits;
 use doomloop_engine::session::{
     failure_digest, failure_parts, Action, Finding, Session, SessionConfig, FAILURE_ARGUMENT_BYTES, FAILURE_HEAD_BYTES,
@@ -21,7 +21,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
 use crate::canonical::{
-    fingerprint, fingerprint_and_sketch, fingerprint_str, is_immutable_scalar, str_digest_of_length, str_preview,
+    fingerprint, fingerprint_and_sketch, fingerprint_memoizable, fingerprint_str, is_immutable_scalar, str_preview,
     text_bytes, DictSnapshot,
 };
 use crate::chunks::scan_text;
@@ -154,12 +154,6 @@ pub(crate) fn monotonic_seconds() -> f64 {
     EPOCH.get_or_init(Instant::now).elapsed().as_secs_f64()
 }
 
-fn empty_mapping_digest() -> u64 {
-    let mut canon = Canon::new();
-    let start = canon.mark();
-    canon.finish_map(start)
-}
-
 impl SessionEngine {
     /// [`Self::record_action`] with the action's tool policy thresholds, if any (a monitor's).
     #[allow(clippy::too_many_arguments)]
@@ -194,7 +188,7 @@ impl SessionEngine {
         let known_kind = state.memo.action_type(action_type);
         let known_result = state.memo.result(result);
         let known_args = if args.is_none() {
-            Some(empty_mapping_digest())
+            Some(EMPTY_MAP)
         } else if sketches || known_kind.is_none() || known_result.is_none() {
             // Only inputs all known keep the lock for the record; otherwise the snapshot is
             // refreshed outside it, which hashes nothing the same dict still holds.
@@ -219,18 +213,10 @@ impl SessionEngine {
             Some(state)
         };
         let kind = known_kind.unwrap_or_else(|| fingerprint_str(action_type));
-        // A str result (the usual) has its length read once, for its digest and the memo.
         let (result_digest, memoizable) = match known_result {
             Some(digest) => (digest, false),
-            None => match result.cast_exact::<PyString>() {
-                Ok(text) => {
-                    let length = str_length(text);
-                    let digest = str_digest_of_length(text, *length.as_ref().unwrap_or(&0));
-                    (digest, length.is_ok_and(|length| length <= MEMO_LONGEST_STR))
-                }
-                Err(_) if result.is_none() => (hash_none(), true),
-                Err(_) => (fingerprint(result), is_immutable_scalar(result, MEMO_LONGEST_STR)),
-            },
+            None if result.is_none() => (hash_none(), true),
+            None => fingerprint_memoizable(result, MEMO_LONGEST_STR),
         };
         // Only a config whose rules compare arguments pays for a sketch (it is large to fill).
         let mut sketch = None;

@@ -252,7 +252,9 @@ pub(crate) fn parse_call<'py>(
                 known_params,
                 // Fresh params refresh the snapshot of the last ones in place: they usually
                 // share its keys (and constant values).
-                known_params.is_none().then(|| m.params.take()).flatten(),
+                (params.is_some() && known_params.is_none())
+                    .then(|| m.params.take())
+                    .flatten(),
             )
         }
         None => (None, None, None, None),
@@ -275,6 +277,8 @@ pub(crate) fn parse_call<'py>(
             if snapshot.refresh(params, usize::MAX) {
                 snapshot.digest()
             } else {
+                // Nothing to remember: the memo is not written (no second lock).
+                params_memo = None;
                 fingerprint(params)
             }
         }

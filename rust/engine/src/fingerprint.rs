@@ -222,6 +222,10 @@ pub fn hash_map_entries(entries: &[(u64, u64)]) -> Option<u64> {
     hash_map_pairs(used)
 }
 
+/// The digest of the empty mapping (what [`hash_map_pairs`] and [`Canon::finish_map`] give for
+/// no entries), computed once at compile time: `{}` and `None` arguments are common.
+pub const EMPTY_MAP: u64 = const_xxh3::xxh3_64_with_seed(b"", seed(tag::MAP));
+
 /// Digest of a small mapping given as its entries' [`hash_pair`] digests, in any order (sorted
 /// in place): what [`hash_map_entries`] gives for the same entries. `None` when there are more
 /// than [`SMALL_MAP_ENTRIES`].
@@ -782,6 +786,14 @@ pub fn sketch_text(context: u64, text: &[u8]) -> Sketch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_empty_map_constant_is_the_empty_map_digest() {
+        assert_eq!(hash_map_pairs(&mut []), Some(EMPTY_MAP));
+        let mut canon = Canon::new();
+        let start = canon.mark();
+        assert_eq!(canon.finish_map(start), EMPTY_MAP);
+    }
 
     fn seq(items: &[u64]) -> u64 {
         let mut canon = Canon::new();
