@@ -205,6 +205,14 @@ SCENARIOS = {
         + f"for i in range(50): {_TOOL_FRESH_CALL}",
         _TOOL_FRESH_CALL,
     ),
+    "tool_nested": (
+        "before_tool_call + after_tool_call, a fresh params dict holding a list (never snapshotted) each call",
+        1,
+        20_000,
+        "d = doomloop.ToolLoopDetector(); before, after = d.before_tool_call, d.after_tool_call\n"
+        "cmds = [f'ls {i}' for i in range(1000)]",
+        "params = {'command': cmds[i % 1000], 'env': ['A', 'B']}; before('bash', params); after('bash', params, result='ok')",
+    ),
     "tool_fresh_args": (
         "building the arguments the 'tool_fresh' measure passes",
         1,
@@ -372,6 +380,7 @@ GUARDED = [
     "session_fresh_recommended",
     "tool",
     "tool_fresh",
+    "tool_nested",
     "monitor",
     "chant",
     "chant_source",
