@@ -59,6 +59,49 @@ def test_pair_praisonai(benchmark: Any) -> None:
     benchmark.pedantic(_pairs(detector), setup=detector.start_session, rounds=20)
 
 
+# The measure: a fresh arguments dict per call, with a new path and a new result each
+# call (as an agent reading one file after another sends them), default configurations. Both
+# detectors see the same calls; upstream's session starts afresh every round, as in the pair
+# groups above.
+FRESH_PATHS = [f"src/pkg/module_{i}.py" for i in range(PAIR_ROUNDS)]
+FRESH_RESULTS = [f"read {i} lines" for i in range(PAIR_ROUNDS)]
+
+
+def _fresh_pairs(detector: Any) -> Callable[[], None]:
+    record, check = detector.record_action, detector.is_doom_loop
+
+    def run() -> None:
+        for path, result in zip(FRESH_PATHS, FRESH_RESULTS):
+            record("read_file", {"path": path, "offset": 40}, result, True)
+            check()
+
+    return run
+
+
+def _fresh_arguments() -> None:
+    # What the loops above spend building their arguments, to read the ratio net of it.
+    for path, result in zip(FRESH_PATHS, FRESH_RESULTS):
+        ("read_file", {"path": path, "offset": 40}, result, True)
+
+
+@pytest.mark.benchmark(group="fresh arguments: record_action + is_doom_loop (x2000)")
+def test_fresh_doomloop(benchmark: Any) -> None:
+    detector = doomloop.DoomLoopDetector()
+    detector.start_session()
+    benchmark(_fresh_pairs(detector))
+
+
+@pytest.mark.benchmark(group="fresh arguments: record_action + is_doom_loop (x2000)")
+def test_fresh_praisonai(benchmark: Any) -> None:
+    detector = praisonai.DoomLoopDetector()
+    benchmark.pedantic(_fresh_pairs(detector), setup=detector.start_session, rounds=20)
+
+
+@pytest.mark.benchmark(group="fresh arguments: record_action + is_doom_loop (x2000)")
+def test_fresh_arguments_alone(benchmark: Any) -> None:
+    benchmark(_fresh_arguments)
+
+
 @pytest.mark.parametrize("history", [1_000, 1_000_000])
 @pytest.mark.benchmark(group="per-call cost vs history length")
 def test_flat_in_history(benchmark: Any, history: int) -> None:
