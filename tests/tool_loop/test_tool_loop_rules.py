@@ -87,6 +87,39 @@ def test_a_cycle_names_its_calls_and_keeps_one_warning_key() -> None:
     assert flagged[0].paired_tool_name is None
 
 
+def _texts(verdict: Any) -> Tuple[Any, ...]:
+    return (verdict.message, verdict.warning_key, verdict.paired_tool_name, verdict.to_dict(), repr(verdict))
+
+
+def test_a_verdict_reads_the_same_however_late_its_text_is_read() -> None:
+    # A verdict's message and key are worded when first read, from what the call's decision
+    # captured: later calls (new tools, a history that moved on) must not change them.
+    one_tool = [("read", {"path": f"src/mod{n}.py"}) for n in range(7)]
+    ping_pong = [("read_file", {"path": "a.py"}), ("list_dir", {"path": "."})]
+    calls = cycle_calls(FIVE, 4) + cycle_calls(one_tool, 3) + cycle_calls(ping_pong, 8)
+    eager, late = ToolLoopDetector(), ToolLoopDetector()
+    read_at_once, decisions = [], []
+    for tool, params, result in calls:
+        read_at_once.append(_texts(run(eager, tool, params, result).verdict))
+        decisions.append(run(late, tool, params, result))
+    for n in range(12):  # an unknown tool's retries, its name read from the error
+        for detector in (eager, late):
+            decision = detector.before_tool_call("missing_tool", {"n": n})
+            detector.after_tool_call("missing_tool", {"n": n}, error="Tool missing_tool not found")
+            if detector is eager:
+                read_at_once.append(_texts(decision.verdict))
+            else:
+                decisions.append(decision)
+    for n in range(40):  # the history and the names move on before the late reads
+        run(late, f"other_tool_{n}", {"n": n}, f"result {n}")
+    assert [_texts(decision.verdict) for decision in decisions] == read_at_once
+    flagged = [texts for texts in read_at_once if texts[0] is not None]
+    assert any("(all read, with changing arguments)" in texts[0] for texts in flagged)
+    assert any("git_diff -> read_file" in texts[0] for texts in flagged)
+    assert any(texts[2] is not None for texts in flagged)  # a ping-pong names its other tool
+    assert any(texts[1].startswith("unknown-tool:missing_tool:") for texts in flagged)
+
+
 def test_a_cycle_whose_results_change_is_progress_and_only_warned_about() -> None:
     found = flags(ToolLoopDetector(), cycle_calls(FIVE, 8, changing=True))
     assert found and all(level == "warning" for _, level, _, _ in found)

@@ -90,7 +90,7 @@ impl ToolDecision {
 
     /// The tool-loop detector's verdict.
     #[getter]
-    fn verdict(&self, py: Python<'_>) -> Py<LoopVerdict> {
+    fn verdict(&self, py: Python<'_>) -> PyResult<Py<LoopVerdict>> {
         self.decision.get().verdict(py)
     }
 

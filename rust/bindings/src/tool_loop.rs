@@ -6,7 +6,9 @@
 //! (user normalisers, the send-like predicate, the logging hooks) only ever runs with the
 //! session lock released.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use compact_str::CompactString;
 
 use doomloop_engine::policy::ToolLimits;
 use doomloop_engine::snapshot::Snapshot;
@@ -32,19 +34,59 @@ use crate::tool_results::{normalise, parse_call, Call, CallMemo, Normalised, Rul
 // ---------------------------------------------------------------------------------------
 
 /// The loop verdict for one call.
-#[pyclass(module = "doomloop._core", frozen, get_all)]
+///
+/// Its message and warning key are rendered when first read, from what the finding's
+/// [`Wording`] captured under the session lock: rendering them costs more than the rest of a
+/// warned call's decision, and most warned calls are never asked for them (a warning already
+/// given is not logged again).
+#[pyclass(module = "doomloop._core", frozen)]
+#[derive(Clone)]
 pub struct LoopVerdict {
+    #[pyo3(get)]
     stuck: bool,
+    #[pyo3(get)]
     level: Option<&'static str>,
+    #[pyo3(get)]
     detector: Option<&'static str>,
+    #[pyo3(get)]
     count: u32,
-    message: Option<String>,
-    warning_key: Option<String>,
-    paired_tool_name: Option<String>,
+    wording: Option<Wording>,
+    /// `(message, warning key)`, once read.
+    text: OnceLock<(String, String)>,
+}
+
+impl LoopVerdict {
+    /// `(message, warning key)` of a stuck verdict, rendered on first use.
+    fn text(&self) -> Option<&(String, String)> {
+        let wording = self.wording.as_ref()?;
+        Some(self.text.get_or_init(|| wording.render()))
+    }
 }
 
 #[pymethods]
 impl LoopVerdict {
+    /// The message for the model (None when not stuck).
+    #[getter]
+    fn message(&self) -> Option<&str> {
+        self.text().map(|(message, _)| message.as_str())
+    }
+
+    /// The key warnings of one loop share (None when not stuck).
+    #[getter]
+    fn warning_key(&self) -> Option<&str> {
+        self.text().map(|(_, key)| key.as_str())
+    }
+
+    /// A ping-pong's other tool (None for any other verdict).
+    #[getter]
+    fn paired_tool_name(&self) -> Option<&str> {
+        let wording = self.wording.as_ref()?;
+        match wording.finding.detector {
+            Detector::PingPong => wording.source.as_deref(),
+            _ => None,
+        }
+    }
+
     fn __repr__(&self) -> String {
         if !self.stuck {
             return "LoopVerdict(stuck=False)".to_string();
@@ -69,27 +111,33 @@ impl LoopVerdict {
             d.set_item("level", self.level)?;
             d.set_item("detector", self.detector)?;
             d.set_item("count", self.count)?;
-            d.set_item("message", &self.message)?;
-            d.set_item("warningKey", &self.warning_key)?;
-            d.set_item("pairedToolName", &self.paired_tool_name)?;
+            d.set_item("message", self.message())?;
+            d.set_item("warningKey", self.warning_key())?;
+            d.set_item("pairedToolName", self.paired_tool_name())?;
         }
         Ok(d)
     }
 }
 
 /// What to do with a call about to run.
-#[pyclass(module = "doomloop._core", frozen, get_all)]
+#[pyclass(module = "doomloop._core", frozen)]
 pub struct ToolCallDecision {
-    verdict: Py<LoopVerdict>,
+    /// A stuck call's verdict, as Rust data: its Python object is made when `verdict` is first
+    /// read, as most warned calls' decisions are only asked whether they block.
+    found: Option<LoopVerdict>,
+    verdict: PyOnceLock<Py<LoopVerdict>>,
+    #[pyo3(get)]
     blocked: bool,
+    #[pyo3(get)]
     emit_warning: bool,
+    #[pyo3(get)]
     blocked_result: Option<Py<PyDict>>,
 }
 
 impl ToolCallDecision {
     /// Whether the verdict found a loop (a monitor reports it as a finding).
     pub(crate) fn stuck(&self) -> bool {
-        self.verdict.get().stuck
+        self.found.is_some()
     }
 
     pub(crate) fn is_blocked(&self) -> bool {
@@ -100,24 +148,34 @@ impl ToolCallDecision {
         self.blocked_result.as_ref().map(|result| result.clone_ref(py))
     }
 
-    pub(crate) fn verdict(&self, py: Python<'_>) -> Py<LoopVerdict> {
-        self.verdict.clone_ref(py)
-    }
-
     /// The verdict's message (the veto text of a blocked call).
     pub(crate) fn message(&self) -> Option<String> {
-        self.verdict.get().message.clone()
+        self.found.as_ref()?.message().map(str::to_owned)
     }
 }
 
 #[pymethods]
 impl ToolCallDecision {
+    /// The loop verdict for the call.
+    #[getter]
+    pub(crate) fn verdict(&self, py: Python<'_>) -> PyResult<Py<LoopVerdict>> {
+        let Some(found) = &self.found else {
+            return not_stuck(py);
+        };
+        self.verdict
+            .get_or_try_init(py, || Py::new(py, found.clone()))
+            .map(|verdict| verdict.clone_ref(py))
+    }
+
     fn __repr__(&self) -> String {
+        let verdict = match &self.found {
+            Some(found) => found.__repr__(),
+            None => "LoopVerdict(stuck=False)".to_string(),
+        };
         format!(
-            "ToolCallDecision(blocked={}, emit_warning={}, verdict={})",
+            "ToolCallDecision(blocked={}, emit_warning={}, verdict={verdict})",
             py_bool(self.blocked),
             py_bool(self.emit_warning),
-            self.verdict.get().__repr__()
         )
     }
 }
@@ -213,9 +271,8 @@ fn not_stuck(py: Python<'_>) -> PyResult<Py<LoopVerdict>> {
             level: None,
             detector: None,
             count: 0,
-            message: None,
-            warning_key: None,
-            paired_tool_name: None,
+            wording: None,
+            text: OnceLock::new(),
         })
     })
 }
@@ -223,7 +280,8 @@ fn not_stuck(py: Python<'_>) -> PyResult<Py<LoopVerdict>> {
 pub(crate) fn allow(py: Python<'_>) -> PyResult<Py<ToolCallDecision>> {
     shared(&ALLOW, py, || {
         Ok(ToolCallDecision {
-            verdict: not_stuck(py)?,
+            found: None,
+            verdict: PyOnceLock::new(),
             blocked: false,
             emit_warning: false,
             blocked_result: None,
@@ -267,13 +325,43 @@ fn guard_verdict(
 // ToolLoopEngine
 // ---------------------------------------------------------------------------------------
 
-/// A finding rendered under the lock (its message and key read the history's names).
-struct Rendered {
+/// What a finding's message and warning key are rendered from, captured under the lock (they
+/// read the history's names, which later calls change). Names are `CompactString`s: a tool
+/// name of up to 24 bytes is copied without an allocation.
+#[derive(Clone)]
+struct Wording {
     finding: Finding,
-    message: String,
-    key: String,
-    /// A ping-pong's other tool.
-    paired_tool: Option<String>,
+    tool: CompactString,
+    /// The `(tool, params)` digest of the call.
+    args: u64,
+    /// The tool of the record the finding points back to (a ping-pong's other tool).
+    source: Option<CompactString>,
+    /// The unknown tool that record's error named.
+    unknown: Option<CompactString>,
+    /// A cycle's calls' args digests in call order from this one (see
+    /// `NamedSession::cycle_calls`); `cycle_len` of them, none for any other finding.
+    cycle: [u64; MAX_CYCLE_PERIOD],
+    cycle_len: usize,
+    /// The tools of those calls, when they are not all the call's own (usually they are, and
+    /// this stays empty and unallocated).
+    cycle_tools: Box<[CompactString]>,
+}
+
+impl Wording {
+    fn render(&self) -> (String, String) {
+        let mut cycle = [("", 0); MAX_CYCLE_PERIOD];
+        for (i, slot) in cycle[..self.cycle_len].iter_mut().enumerate() {
+            let tool = self.cycle_tools.get(i).unwrap_or(&self.tool);
+            *slot = (tool.as_str(), self.cycle[i]);
+        }
+        self.finding.render(
+            &self.tool,
+            self.args,
+            self.source.as_deref(),
+            self.unknown.as_deref(),
+            &cycle[..self.cycle_len],
+        )
+    }
 }
 
 #[pyclass(module = "doomloop._core", subclass, frozen)]
@@ -312,26 +400,26 @@ impl ToolLoopEngine {
         let mut call = parse_call(engine.rules(), Some(&engine.memo), tool, params, run_id, tool_call_id)?;
         call.key.limits = limits;
         let tool_name = call.tool.to_string_lossy();
-        let (decision, new_episode, found): (Decision, bool, Option<Rendered>) = {
+        let (decision, new_episode, found): (Decision, bool, Option<Wording>) = {
             let mut session = engine.lock(py);
             let (decision, new_episode) = session.before_call(&call.key, call.call_id, &tool_name);
-            let found = decision.finding.map(|f| rendered(&session, f, &call, &tool_name));
+            let found = decision.finding.map(|f| worded(&session, f, &call, &tool_name));
             (decision, new_episode, found)
         };
-        if found.is_none() {
+        let Some(found) = found.map(stuck_verdict) else {
             return allow(py);
-        }
-        let verdict = verdict_of(py, found)?;
+        };
         let blocked = if decision.blocked {
-            let message = verdict.get().message.clone().unwrap_or_default();
-            Some(blocked_result(py, &message)?.unbind())
+            let message = found.message().unwrap_or_default();
+            Some(blocked_result(py, message)?.unbind())
         } else {
             None
         };
         let decision = Py::new(
             py,
             ToolCallDecision {
-                verdict,
+                found: Some(found),
+                verdict: PyOnceLock::new(),
                 blocked: decision.blocked,
                 emit_warning: decision.emit_warning,
                 blocked_result: blocked,
@@ -357,51 +445,50 @@ impl ToolLoopEngine {
     }
 }
 
-/// `finding` rendered for the call to `tool` (its display text: a lone surrogate shows as
-/// U+FFFD), with the session's names; pure Rust, so it runs under the lock.
-fn rendered(session: &NamedSession, finding: Finding, call: &Call<'_>, tool: &str) -> Rendered {
+/// What `finding` for the call to `tool` is worded from (`tool` as displayed: a lone
+/// surrogate shows as U+FFFD), with the session's names; pure Rust, so it runs under the lock.
+fn worded(session: &NamedSession, finding: Finding, call: &Call<'_>, tool: &str) -> Wording {
     let (source, unknown) = session.source_names(&finding);
     let mut cycle = [("", 0); MAX_CYCLE_PERIOD];
-    let calls = session.cycle_calls(&finding, &call.key, tool, &mut cycle);
-    let (message, key) = finding.render(tool, call.key.args, source, unknown, &cycle[..calls]);
-    let paired_tool = match finding.detector {
-        Detector::PingPong => source.map(str::to_owned),
-        _ => None,
-    };
-    Rendered {
+    let cycle_len = session.cycle_calls(&finding, &call.key, tool, &mut cycle);
+    let calls = &cycle[..cycle_len];
+    Wording {
         finding,
-        message,
-        key,
-        paired_tool,
+        tool: CompactString::from(tool),
+        args: call.key.args,
+        source: source.map(CompactString::from),
+        unknown: unknown.map(CompactString::from),
+        cycle: cycle.map(|(_, args)| args),
+        cycle_len,
+        cycle_tools: if calls.iter().all(|&(name, _)| name == tool) {
+            Box::default()
+        } else {
+            calls.iter().map(|&(name, _)| CompactString::from(name)).collect()
+        },
     }
 }
 
-fn verdict_of(py: Python<'_>, found: Option<Rendered>) -> PyResult<Py<LoopVerdict>> {
-    let Some(Rendered {
-        finding: f,
-        message,
-        key,
-        paired_tool,
-    }) = found
-    else {
-        return not_stuck(py);
-    };
-    Py::new(
-        py,
-        LoopVerdict {
-            stuck: true,
-            level: Some(if f.level == Level::Critical {
-                "critical"
-            } else {
-                "warning"
-            }),
-            detector: Some(f.detector.name()),
-            count: f.count,
-            message: Some(message),
-            warning_key: Some(key),
-            paired_tool_name: paired_tool,
-        },
-    )
+fn verdict_of(py: Python<'_>, found: Option<Wording>) -> PyResult<Py<LoopVerdict>> {
+    match found {
+        Some(wording) => Py::new(py, stuck_verdict(wording)),
+        None => not_stuck(py),
+    }
+}
+
+fn stuck_verdict(wording: Wording) -> LoopVerdict {
+    let f = wording.finding;
+    LoopVerdict {
+        stuck: true,
+        level: Some(if f.level == Level::Critical {
+            "critical"
+        } else {
+            "warning"
+        }),
+        detector: Some(f.detector.name()),
+        count: f.count,
+        wording: Some(wording),
+        text: OnceLock::new(),
+    }
 }
 
 pub(crate) fn blocked_result<'py>(py: Python<'py>, message: &str) -> PyResult<Bound<'py, PyDict>> {
@@ -512,7 +599,7 @@ impl ToolLoopEngine {
             let session = self.lock(py);
             session
                 .detect(&call.key)
-                .map(|f| rendered(&session, f, &call, &tool_name))
+                .map(|f| worded(&session, f, &call, &tool_name))
         };
         verdict_of(py, found)
     }

@@ -81,19 +81,34 @@ pub(super) fn cycle_match<N>(history: &Ring<Record<N>>, key: &CallKey, threshold
             continue;
         }
         // Each position's result (records at one position of the cycle are one call).
-        let mut results: [Option<u64>; MAX_CYCLE_PERIOD] = [None; MAX_CYCLE_PERIOD];
+        // A plain loop over the ring's halves, the position wrapping by hand: a warned cycle
+        // walks its whole tail on every call. Each position's result is the first round's;
+        // later rounds must repeat it. (A record without a result ends the evidence, so what
+        // its position holds after it no longer matters; and a match needs two full rounds,
+        // so every position is filled whenever `no_progress` is read.)
+        let mut results = [0u64; MAX_CYCLE_PERIOD];
         let mut no_progress = true;
         let mut tail = 0u32;
-        for (j, r) in scoped(history, key.run).enumerate() {
-            let position = j % period;
-            if r.args != pattern[position] {
-                break;
-            }
-            tail += 1;
-            match (r.result(), results[position]) {
-                (None, _) => no_progress = false,
-                (Some(result), None) => results[position] = Some(result),
-                (Some(result), Some(seen)) => no_progress &= result == seen,
+        let mut position = 0;
+        'walk: for half in history.halves() {
+            for r in half.iter().rev() {
+                if !r.in_run(scope) {
+                    continue;
+                }
+                if r.args != pattern[position] {
+                    break 'walk;
+                }
+                if (tail as usize) < period {
+                    results[position] = r.result;
+                } else {
+                    no_progress &= r.result == results[position];
+                }
+                no_progress &= r.has(HAS_RESULT);
+                tail += 1;
+                position += 1;
+                if position == period {
+                    position = 0;
+                }
             }
         }
         // A call at two positions of the cycle (`a` in `a b a c`) must have one result too.
