@@ -120,6 +120,21 @@ def test_a_verdict_reads_the_same_however_late_its_text_is_read() -> None:
     assert any(texts[1].startswith("unknown-tool:missing_tool:") for texts in flagged)
 
 
+def test_a_cycle_call_whose_outcome_never_came_is_no_evidence_of_no_progress() -> None:
+    # One outcome missing, anywhere in the tail; or one call of the cycle that never has one
+    # (its records then agree with each other, having no result at all).
+    calls = cycle_calls(FIVE, 4)
+    for missing in (set(), {3}, {12}, {18}, set(range(2, 19, 5))):
+        detector = ToolLoopDetector()
+        for index, (tool, params, result) in enumerate(calls[:19]):
+            detector.before_tool_call(tool, params)
+            if index not in missing:
+                detector.after_tool_call(tool, params, result=result)
+        verdict = detector.before_tool_call(*calls[19][:2]).verdict
+        level = "warning" if missing else "critical"
+        assert (verdict.level, verdict.detector, verdict.count) == (level, "cycle", 20), missing
+
+
 def test_a_cycle_whose_results_change_is_progress_and_only_warned_about() -> None:
     found = flags(ToolLoopDetector(), cycle_calls(FIVE, 8, changing=True))
     assert found and all(level == "warning" for _, level, _, _ in found)

@@ -460,7 +460,8 @@ fn worded(session: &NamedSession, finding: Finding, call: &Call<'_>, tool: &str)
         unknown: unknown.map(CompactString::from),
         cycle: cycle.map(|(_, args)| args),
         cycle_len,
-        cycle_tools: if calls.iter().all(|&(name, _)| name == tool) {
+        // The call's own name is passed through as the same `&str` (see `cycle_calls`).
+        cycle_tools: if calls.iter().all(|&(name, _)| std::ptr::eq(name, tool) || name == tool) {
             Box::default()
         } else {
             calls.iter().map(|&(name, _)| CompactString::from(name)).collect()

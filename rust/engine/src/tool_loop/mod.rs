@@ -478,12 +478,22 @@ fn rotation_start(n: usize, at: impl Fn(usize) -> u64 + Copy) -> usize {
     })
 }
 
-/// A cycle's warning-key digest from its calls' args identities in call order.
+/// A cycle's warning-key digest from its calls' args identities in call order (at most
+/// [`MAX_CYCLE_PERIOD`]; a warned cycle computes it on every call, so its rotations are read
+/// from the calls written twice over rather than through a modulo per digest).
 fn cycle_key(calls: &[u64]) -> u64 {
-    let start = canonical_rotation(calls);
-    (0..calls.len()).fold(0, |digest, i| {
-        hash_two(key_tag::CYCLE, digest, calls[(start + i) % calls.len()])
-    })
+    let n = calls.len().min(MAX_CYCLE_PERIOD);
+    let mut twice = [0u64; 2 * MAX_CYCLE_PERIOD];
+    twice[..n].copy_from_slice(&calls[..n]);
+    twice[n..2 * n].copy_from_slice(&calls[..n]);
+    let rotation = |start: usize| &twice[start..start + n];
+    let start = (1..n).fold(
+        0,
+        |best, start| if rotation(start) < rotation(best) { start } else { best },
+    );
+    rotation(start)
+        .iter()
+        .fold(0, |digest, &args| hash_two(key_tag::CYCLE, digest, args))
 }
 
 /// Remembers the warning bucket last emitted per key (FIFO-evicted at [`MAX_WARNING_KEYS`]).
@@ -649,6 +659,14 @@ impl<N> ToolLoopSession<N> {
             run: key.run.map(index),
             ..*key
         }
+    }
+
+    /// Whether every record is in the run scope of `key` (a [`Self::local`] key) with no record
+    /// read: a record has a run only if `runs` holds its id (they are swept of ids no record
+    /// holds), so with none and `key` of no run, all are. The passes over a warned cycle's tail
+    /// skip the check then.
+    fn every_record_in(&self, key: &CallKey) -> bool {
+        self.runs.is_empty() && key.run.is_none()
     }
 
     /// The index of `run` in `runs`, added if new. Past twice the history's capacity (plus
@@ -898,7 +916,7 @@ impl<N> ToolLoopSession<N> {
         }
         // A cycle's calls each recur in the window: without this call there, there is none.
         if c.cycle && scan.recent > 0 {
-            if let Some(m) = cycle_match(&self.history, key, c.warning.min(c.critical)) {
+            if let Some(m) = cycle_match(&self.history, key, c.warning.min(c.critical), self.every_record_in(key)) {
                 if let Some(level) = level_of(m.count, m.no_progress) {
                     return Some(Finding {
                         pattern: m.period as u32,
@@ -1165,20 +1183,32 @@ impl NamedSession {
         let (Detector::Cycle, Some(newest)) = (finding.detector, finding.source_back) else {
             return 0;
         };
-        let scope = RunScope::of(self.session.local(key).run);
+        let local = self.session.local(key);
+        let (scope, every) = (RunScope::of(local.run), self.session.every_record_in(&local));
         let period = (finding.pattern as usize).clamp(1, MAX_CYCLE_PERIOD);
         calls[0] = (tool, key.args);
         let mut used = 1;
-        for record in self
-            .session
-            .history
-            .iter_newest_first()
-            .skip(newest)
-            .filter(|r| r.in_run(scope))
-            .take(period - 1)
-        {
-            calls[used] = (self.names.get(record.tool).unwrap_or_default(), record.args);
-            used += 1;
+        // The records after the `newest` newest, in the call's run, newest first: a plain loop
+        // over the ring's halves (a warned cycle reads them on every call).
+        let mut back = 0;
+        'walk: for half in self.session.history.halves() {
+            for record in half.iter().rev() {
+                back += 1;
+                if back <= newest || !(every || record.in_run(scope)) {
+                    continue;
+                }
+                if used == period {
+                    break 'walk;
+                }
+                // Most cycles are of one tool: the call's own name, with no lookup.
+                let name = if record.tool == key.tool {
+                    tool
+                } else {
+                    self.names.get(record.tool).unwrap_or_default()
+                };
+                calls[used] = (name, record.args);
+                used += 1;
+            }
         }
         // Newest first after the judged call: the call order is the judged call, then oldest
         // to newest.

@@ -42,18 +42,26 @@ pub(super) fn primitive(calls: &[u64]) -> bool {
 /// cycle once that count makes two full rounds (`2 * p`): the calls were repeated, not just
 /// made once and begun again. Ties go to the shorter period. Only cycles whose count can
 /// reach `threshold` (the lower of the warning and critical thresholds) are looked for: a
-/// shorter one gives no finding.
-pub(super) fn cycle_match<N>(history: &Ring<Record<N>>, key: &CallKey, threshold: u32) -> Option<CycleMatch> {
+/// shorter one gives no finding. `every_record_in_run`: every record is known to be in `key`'s
+/// run scope (the session holds no run ids and `key` has none), so none is checked.
+pub(super) fn cycle_match<N>(
+    history: &Ring<Record<N>>,
+    key: &CallKey,
+    threshold: u32,
+    every_record_in_run: bool,
+) -> Option<CycleMatch> {
     // The newest records' args, one more than the longest period: enough to rule out nearly
     // every period without walking the history again.
     const SEEN: usize = MAX_CYCLE_PERIOD + 1;
     let mut newest = [0u64; SEEN];
+    let mut newest_results = [0u64; SEEN];
     let mut seen = 0;
     let scope = RunScope::of(key.run);
     'gather: for half in history.halves() {
         for r in half.iter().rev() {
-            if r.in_run(scope) {
+            if every_record_in_run || r.in_run(scope) {
                 newest[seen] = r.args;
+                newest_results[seen] = r.result;
                 seen += 1;
                 if seen == SEEN {
                     break 'gather;
@@ -82,28 +90,25 @@ pub(super) fn cycle_match<N>(history: &Ring<Record<N>>, key: &CallKey, threshold
         }
         // Each position's result (records at one position of the cycle are one call).
         // A plain loop over the ring's halves, the position wrapping by hand: a warned cycle
-        // walks its whole tail on every call. Each position's result is the first round's;
-        // later rounds must repeat it. (A record without a result ends the evidence, so what
-        // its position holds after it no longer matters; and a match needs two full rounds,
-        // so every position is filled whenever `no_progress` is read.)
+        // walks its whole tail on every call. Each position's result is the first round's
+        // (the newest records', read above), which every round must repeat; a record without
+        // a result is no evidence, whatever its result field holds.
         let mut results = [0u64; MAX_CYCLE_PERIOD];
-        let mut no_progress = true;
+        results[..period].copy_from_slice(&newest_results[..period]);
+        // Differences and flags are gathered bitwise and read once after the walk.
+        let (mut differs, mut flags) = (0u64, HAS_RESULT);
         let mut tail = 0u32;
         let mut position = 0;
         'walk: for half in history.halves() {
             for r in half.iter().rev() {
-                if !r.in_run(scope) {
+                if !every_record_in_run && !r.in_run(scope) {
                     continue;
                 }
                 if r.args != pattern[position] {
                     break 'walk;
                 }
-                if (tail as usize) < period {
-                    results[position] = r.result;
-                } else {
-                    no_progress &= r.result == results[position];
-                }
-                no_progress &= r.has(HAS_RESULT);
+                differs |= r.result ^ results[position];
+                flags &= r.flags;
                 tail += 1;
                 position += 1;
                 if position == period {
@@ -111,6 +116,7 @@ pub(super) fn cycle_match<N>(history: &Ring<Record<N>>, key: &CallKey, threshold
                 }
             }
         }
+        let mut no_progress = differs == 0 && flags & HAS_RESULT != 0;
         // A call at two positions of the cycle (`a` in `a b a c`) must have one result too.
         for i in 0..period {
             for k in i + 1..period {
