@@ -71,7 +71,7 @@ def _fresh_pairs(detector: Any) -> Callable[[], None]:
     record, check = detector.record_action, detector.is_doom_loop
 
     def run() -> None:
-        for path, result in zip(FRESH_PATHS, FRESH_RESULTS):
+        for path, result in zip(FRESH_PATHS, FRESH_RESULTS, strict=True):
             record("read_file", {"path": path, "offset": 40}, result, True)
             check()
 
@@ -80,8 +80,8 @@ def _fresh_pairs(detector: Any) -> Callable[[], None]:
 
 def _fresh_arguments() -> None:
     # What the loops above spend building their arguments, to read the ratio net of it.
-    for path, result in zip(FRESH_PATHS, FRESH_RESULTS):
-        ("read_file", {"path": path, "offset": 40}, result, True)
+    for path, result in zip(FRESH_PATHS, FRESH_RESULTS, strict=True):
+        _ = ("read_file", {"path": path, "offset": 40}, result, True)
 
 
 @pytest.mark.benchmark(group="fresh arguments: record_action + is_doom_loop (x2000)")

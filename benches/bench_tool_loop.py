@@ -140,3 +140,34 @@ def test_memory_per_detector() -> None:
         f"sys.getsizeof {sys.getsizeof(detectors[0])} B"
     )
     assert total <= 4096
+
+
+def _rotation(paths: int) -> Callable[[], None]:
+    # A warned cycle (7 paths read in turn, the same result each time: `paths=7`) against a
+    # normal call of the same shape (1,000 paths: nothing recurs), as instruction_counts.py's
+    # `cycle_warned` and `cycle_normal` measure them. Never critical: the warning holds.
+    detector = ToolLoopDetector(critical_threshold=10**6, global_circuit_breaker_threshold=10**6 + 1)
+    before, after = detector.before_tool_call, detector.after_tool_call
+    calls = [{"path": f"src/mod{n}.py"} for n in range(paths)]
+    state = {"i": 0}
+    for i in range(30):  # past the first loop episode
+        before("read", calls[i % paths])
+        after("read", calls[i % paths], result="same")
+
+    def call() -> None:
+        i = state["i"] = state["i"] + 1
+        params = calls[i % paths]
+        before("read", params)
+        after("read", params, result="same")
+
+    return call
+
+
+@pytest.mark.benchmark(group="a warned cycle's call against a normal call of its shape")
+def test_cycle_warned_call(benchmark: Any) -> None:
+    benchmark.pedantic(_rotation(7), **PER_CALL)
+
+
+@pytest.mark.benchmark(group="a warned cycle's call against a normal call of its shape")
+def test_cycle_normal_call(benchmark: Any) -> None:
+    benchmark.pedantic(_rotation(1000), **PER_CALL)
