@@ -34,6 +34,8 @@ __all__ = [
     "__version__",
     "_bind_errors",
     "_bind_monitor",
+    "_monitor_parts",
+    "_pack_monitor",
     "chat_pieces",
     "check_settings",
     "field",
@@ -512,6 +514,14 @@ def _bind_monitor(
 ) -> None:
     """Hand the extension the monitor's finding builders (``doomloop.monitor`` calls it once)."""
 
+def _monitor_parts(data: bytes) -> list[bytes]:
+    """The four parts of a ``Monitor`` snapshot: its header's JSON, then the tool-loop,
+    session and chant detectors' snapshots. Raises :class:`~doomloop.SnapshotError` naming
+    what is wrong with its framing."""
+
+def _pack_monitor(header: bytes, tool: bytes, session: bytes, chant: bytes) -> bytes:
+    """The ``Monitor`` snapshot of its four parts (:func:`_monitor_parts` reads it)."""
+
 @disjoint_base
 class MonitorEngine:
     """Rust state behind :class:`doomloop.Monitor` (use that class): its tool hooks, step
@@ -521,6 +531,25 @@ class MonitorEngine:
     def _set_detectors(self, tool: ToolLoopEngine, session: SessionEngine) -> None: ...
     def _set_ignored_keys(self, keys: list[str]) -> None: ...
     def _set_tool_policies(self, policies: Optional[ToolPolicies]) -> None: ...
+    def _tool_update(
+        self,
+        data: bytes,
+        saved: Optional[bytes],
+        header: bytes,
+        chant: Optional[ChantEngine],
+        after: bool,
+        tool: Any,
+        params: Any,
+        result: Any,
+        error: Any,
+        run_id: Optional[str],
+        tool_call_id: Optional[str],
+    ) -> Optional[tuple[Any, bytes]]:
+        """One update of the session's blob by a registry's tool hook: restore what the store
+        holds when another replica changed only the detectors' state since ``saved`` (whose
+        header part is ``header``), run the tool-loop detector's ``after_tool_call``
+        (``after``) or ``before_tool_call``, and snapshot with that header. The hook's return
+        and the new blob, or None (nothing changed) when the Python path must run it."""
     step: int
     """Steps recorded so far."""
     _run_id: Optional[str]

@@ -10,11 +10,10 @@ guardrail feeds one per conversation. See docs/monitor.md.
 from __future__ import annotations
 
 import json
-import struct
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from . import tool_policy
-from ._core import MonitorEngine, ToolDecision, _bind_monitor, fingerprint
+from ._core import MonitorEngine, ToolDecision, _bind_monitor, _monitor_parts, _pack_monitor, fingerprint
 from .chant import ChantDetector, ChantEvent
 from .errors import SnapshotError
 from .events import checked_callback
@@ -569,15 +568,14 @@ def _restored(
     return cls.from_bytes(data, session_key=session_key, on_event=on_event, clock=clock, tool_options=tool_options)
 
 
-# A monitor's snapshot: a magic and version, then four parts, each its length (4 bytes,
-# little-endian) and its bytes: the JSON header, the tool-loop, session and chant detectors'
-# snapshots (the last empty before the first answer).
-_MAGIC = b"DLMON\x01"
-_LENGTH = struct.Struct("<I")
+# A monitor's snapshot frames four parts (the JSON header, the tool-loop, session and chant
+# detectors' snapshots, the last empty before the first answer); the extension packs and
+# splits them (the registries' tool hooks snapshot there too).
 
 
 def _pack(parts: List[bytes]) -> bytes:
-    return _MAGIC + b"".join([_LENGTH.pack(len(part)) + part for part in parts])
+    header, tool, session, chant = parts
+    return _pack_monitor(header, tool, session, chant)
 
 
 def _unpack(data: Any, profile: Optional[Profile] = None) -> Tuple[Dict[str, Any], bytes, bytes, bytes]:
@@ -585,22 +583,7 @@ def _unpack(data: Any, profile: Optional[Profile] = None) -> Tuple[Dict[str, Any
     # only (a restore never reads the profile, and parsing it cost most of a restore).
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"a Monitor snapshot is bytes, got {type(data).__name__}")
-    data = bytes(data)
-    if not data.startswith(_MAGIC):
-        raise SnapshotError("not a Monitor snapshot (bad magic or version)")
-    parts: List[bytes] = []
-    offset = len(_MAGIC)
-    for _ in range(4):
-        if len(data) - offset < _LENGTH.size:
-            raise SnapshotError("corrupt Monitor snapshot: truncated")
-        (length,) = _LENGTH.unpack_from(data, offset)
-        offset += _LENGTH.size
-        if length > len(data) - offset:
-            raise SnapshotError("corrupt Monitor snapshot: a part runs past its end")
-        parts.append(data[offset : offset + length])
-        offset += length
-    if offset != len(data):
-        raise SnapshotError("corrupt Monitor snapshot: trailing bytes")
+    parts = _monitor_parts(bytes(data))
     try:
         opening = None if profile is None else b'{"profile":' + profile._compact_json() + b","
         if opening is not None and parts[0].startswith(opening):

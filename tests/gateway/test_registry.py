@@ -13,6 +13,7 @@ import pytest
 
 from doomloop import (
     ChantConfig,
+    ChantDetector,
     DoomLoopConfig,
     DoomLoopDetector,
     LoopDetectionConfig,
@@ -21,7 +22,7 @@ from doomloop import (
     Profile,
     ToolLoopDetector,
 )
-from doomloop._core import RegistryEngine
+from doomloop._core import RegistryEngine, _monitor_parts, _pack_monitor
 from doomloop.gateway import AsyncRedisStore, MemoryStore, SessionRegistry
 from doomloop.monitor import _unpack
 from support import FakeClock
@@ -344,6 +345,92 @@ def test_a_stored_blob_is_always_the_whole_monitors_state() -> None:
     stored = store.load("s")
     assert stored is not None and _same_state(stored.data, entry)
     assert (entry.step, entry.turn, entry.chant) == (other.step, 0, None)
+
+
+def _replicas_take_turns(store: MemoryStore) -> tuple[list[Any], bytes]:
+    # Two replicas on one store serve one session in turns of five calls, so each turn's
+    # first hook restores what the other wrote; a user message (the monitor's own state) and
+    # a stream fed outside any hook come in between. What the hooks returned, and the blob.
+    replicas = [SessionRegistry(store=store), SessionRegistry(store=store)]
+    seen: list[Any] = []
+    for n in range(60):
+        registry = replicas[(n // 5) % 2]
+        if n == 22:
+            registry.apply("s", lambda monitor: monitor.record_user_message("try again"))
+        if n == 31:
+            registry.stream("s").feed("the same line again. " * 30)
+        params = {"path": f"f{n % 4}", "n": n // 12} if n < 30 else {"path": "same"}
+        decision = registry.before_tool_call("s", "read", params, tool_call_id=f"c{n}")
+        seen.append((decision.blocked, decision.emit_warning, decision.verdict.to_dict()))
+        result = decision.blocked_result if decision.blocked else f"body {n % 3 if n < 30 else 0}"
+        outcome = registry.after_tool_call("s", "read", params, result=result, tool_call_id=f"c{n}")
+        seen.append((outcome.args_hash, outcome.result_hash, outcome.is_error, outcome.guard))
+    stored = store.load("s")
+    assert stored is not None
+    return seen, stored.data
+
+
+def test_a_tool_hooks_one_extension_call_stores_what_the_python_path_stores(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The tool hooks' update restores, decides and snapshots in one extension call when only
+    # detectors' state changed; elsewhere the Python path runs. Both must store the same
+    # state and answer the same, replica by replica, call by call.
+    taken = {"unchanged": 0, "restored": 0, "python": 0}
+    tool_update = Monitor._tool_update
+
+    def counted(monitor: Monitor, data: bytes, saved: bytes | None, *args: Any) -> Any:
+        done = tool_update(monitor, data, saved, *args)
+        taken["python" if done is None else "unchanged" if data == saved else "restored"] += 1
+        return done
+
+    monkeypatch.setattr(Monitor, "_tool_update", counted)
+    fast, fast_blob = _replicas_take_turns(MemoryStore())
+    # Most updates take one call, the restores after each change of replica included; the
+    # call hands over to the Python path when the other replica's user message changed the
+    # header, and when its stream changed the chant part (a replica's first hook, and its
+    # first after a stream of its own, go to the Python path without asking).
+    assert taken["unchanged"] >= 80 and taken["restored"] >= 5 and taken["python"] == 2, taken
+    monkeypatch.setattr(Monitor, "_tool_update", lambda *args: None)
+    slow, slow_blob = _replicas_take_turns(MemoryStore())
+    assert fast == slow
+    assert any(blocked for blocked, *_ in fast[::2]) and any(warned for _, warned, _ in fast[::2])
+    # The same state. The session part's bytes hold the clock and the chant's its stream's
+    # random hash key: their states are compared.
+    fast_parts, slow_parts = _unpack(fast_blob), _unpack(slow_blob)
+    assert (fast_parts[0], fast_parts[1]) == (slow_parts[0], slow_parts[1])
+    fast_chant, slow_chant = ChantDetector.from_bytes(fast_parts[3]), ChantDetector.from_bytes(slow_parts[3])
+    assert fast_chant.event is not None and slow_chant.event is not None  # the stream's chant travels too
+    # Where a chant is caught depends on the key (its anchors are sampled by hash).
+    assert {key: value for key, value in fast_chant.event.to_dict().items() if key not in ("end", "window")} == {
+        key: value for key, value in slow_chant.event.to_dict().items() if key not in ("end", "window")
+    }
+
+    def stats(data: bytes) -> dict[str, Any]:
+        found = DoomLoopDetector.from_bytes(data).get_stats()
+        return {key: value for key, value in found.items() if key != "elapsed_time"}
+
+    assert stats(fast_parts[2]) == stats(slow_parts[2])
+
+
+def test_a_damaged_detector_part_under_an_unchanged_header_is_the_python_paths_to_report(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The header matches, so the one extension call would restore; the tool-loop part is
+    # damaged, so it leaves the update, untouched, to the Python path, which logs the blob and
+    # starts the session afresh.
+    store = MemoryStore()
+    registry = SessionRegistry(store=store)
+    entry = registry._session("s")
+    for n in range(3):
+        registry.before_tool_call("s", "read", {"path": f"f{n}"})
+    current = store.load("s")
+    assert current is not None
+    header, tool, session, chant = _monitor_parts(current.data)
+    damaged = _pack_monitor(header, tool[:-1] + bytes([tool[-1] ^ 1]), session, chant)
+    assert store.compare_and_set("s", current.version, damaged, 60) is not None
+    with caplog.at_level("WARNING", logger="doomloop"):
+        registry.before_tool_call("s", "read", {"path": "g"})
+    assert "cannot be read" in caplog.text
+    assert entry.tool_loop.get_stats()["calls"] == 1  # afresh, then the call
 
 
 def test_a_blob_of_other_settings_is_restored_with_its_own_settings() -> None:

@@ -6,13 +6,13 @@ loop. The session map, its eviction and the update a hook makes of a session's b
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, TypeVar, Union, cast
 
 from ..chant import ChantDetector
 from ..monitor import Monitor
 from ..profile import Profile
 from ..tool_loop import ToolCallDecision, ToolOutcome
-from .registry import DEFAULT_MAX_SESSIONS, DEFAULT_TTL, SessionRegistry, SharedUpdate, _normalised, _store_name
+from .registry import DEFAULT_MAX_SESSIONS, DEFAULT_TTL, SessionRegistry, SharedUpdate, ToolUpdate, _normalised, _store_name
 from .store import AsyncStore, MemoryStore, SessionKey
 
 if TYPE_CHECKING:
@@ -96,6 +96,13 @@ class AsyncSessionRegistry:
         await store.update(update.name, update, registry.ttl)
         return update.result
 
+    async def _shared_tool(self, store: AsyncStore, key: SessionKey, call: Tuple[Any, ...]) -> Any:
+        # A tool hook's update (see ToolUpdate), awaited.
+        registry = self._registry
+        update = ToolUpdate(registry, registry._session(key), call)
+        await store.update(update.name, update, registry.ttl)
+        return update.result
+
     # --- the hooks ---------------------------------------------------------------------------
 
     async def before_tool_call(
@@ -105,12 +112,8 @@ class AsyncSessionRegistry:
         store = self._store
         if store is None:
             return self._registry.before_tool_call(key, tool, params, run_id=run_id, tool_call_id=tool_call_id)
-        return await self._shared(
-            store,
-            key,
-            lambda entry: entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id),
-            detectors_only=True,
-        )
+        decision: ToolCallDecision = await self._shared_tool(store, key, (False, tool, params, None, None, run_id, tool_call_id))
+        return decision
 
     async def after_tool_call(
         self,
@@ -129,14 +132,8 @@ class AsyncSessionRegistry:
             return self._registry.after_tool_call(
                 key, tool, params, result=result, error=error, run_id=run_id, tool_call_id=tool_call_id
             )
-        return await self._shared(
-            store,
-            key,
-            lambda entry: entry.tool_loop.after_tool_call(
-                tool, params, result=result, error=error, run_id=run_id, tool_call_id=tool_call_id
-            ),
-            detectors_only=True,
-        )
+        outcome: ToolOutcome = await self._shared_tool(store, key, (True, tool, params, result, error, run_id, tool_call_id))
+        return outcome
 
     async def arm_post_compaction(self, key: SessionKey) -> int:
         """:meth:`ToolLoopDetector.arm_post_compaction` of the session's detector."""

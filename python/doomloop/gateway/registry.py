@@ -6,7 +6,8 @@ docs/gateway.md."""
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Optional, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, Optional, Tuple, TypeVar
 
 from .. import _log
 from .._core import RegistryEngine
@@ -210,11 +211,8 @@ class SessionRegistry(RegistryEngine):
     def _shared_before_tool_call(
         self, entry: Monitor, tool: str, params: Any, run_id: Optional[str], tool_call_id: Optional[str]
     ) -> ToolCallDecision:
-        return self._shared(
-            entry,
-            lambda: entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id),
-            detectors_only=True,
-        )
+        decision: ToolCallDecision = self._shared_tool(entry, (False, tool, params, None, None, run_id, tool_call_id))
+        return decision
 
     def _shared_after_tool_call(
         self,
@@ -226,13 +224,15 @@ class SessionRegistry(RegistryEngine):
         run_id: Optional[str],
         tool_call_id: Optional[str],
     ) -> ToolOutcome:
-        return self._shared(
-            entry,
-            lambda: entry.tool_loop.after_tool_call(
-                tool, params, result=result, error=error, run_id=run_id, tool_call_id=tool_call_id
-            ),
-            detectors_only=True,
-        )
+        outcome: ToolOutcome = self._shared_tool(entry, (True, tool, params, result, error, run_id, tool_call_id))
+        return outcome
+
+    def _shared_tool(self, entry: Monitor, call: Tuple[Any, ...]) -> Any:
+        # A tool hook's update of the session's blob (see ToolUpdate). The engine hands the
+        # tool hooks to these methods only when the registry has a store.
+        update = ToolUpdate(self, entry, call)
+        self.store.update(update.name, update, self.ttl)  # type: ignore[union-attr]
+        return update.result
 
     def apply(self, key: SessionKey, fn: Callable[[Monitor], _R]) -> _R:
         """Run ``fn(monitor)`` on the session's monitor as one hook (with a store, one update
@@ -329,6 +329,40 @@ class SharedUpdate(Generic[_R]):
         self.result = self._hook()
         saved = entry._saved = entry._snapshot_after(detectors_only)
         return saved
+
+
+class ToolUpdate(SharedUpdate[Any]):
+    """The :class:`SharedUpdate` of a tool hook, the tool-loop detector's ``before_tool_call``
+    (``call[0]`` False) or ``after_tool_call`` of ``call``: ``(after, tool, params, result,
+    error, run_id, tool_call_id)``. One extension call restores the stored state when another
+    replica changed only the detectors' (its header and chant parts are this monitor's own),
+    decides and snapshots; the base class's Python path runs the rest (the session's first
+    update, a blob of another state, none, or one that cannot be read)."""
+
+    __slots__ = ("_call",)
+
+    def __init__(self, registry: SessionRegistry, entry: Monitor, call: Tuple[Any, ...]) -> None:
+        super().__init__(registry, entry, partial(_tool_hook, entry, call), detectors_only=True)
+        self._call = call
+
+    def __call__(self, data: Optional[bytes]) -> bytes:
+        entry = self._entry
+        header = entry._saved_header
+        if data is not None and header is not None and entry._answer_step is None:
+            done = entry._tool_update(data, entry._saved, header, entry.chant, *self._call)
+            if done is not None:
+                self.result, saved = done
+                entry._saved = saved
+                return saved
+        return super().__call__(data)
+
+
+def _tool_hook(entry: Monitor, call: Tuple[Any, ...]) -> Any:
+    # A ToolUpdate's hook on the Python path.
+    after, tool, params, result, error, run_id, tool_call_id = call
+    if after:
+        return entry.tool_loop.after_tool_call(tool, params, result=result, error=error, run_id=run_id, tool_call_id=tool_call_id)
+    return entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id)
 
 
 def _store_name(key: SessionKey) -> bytes:

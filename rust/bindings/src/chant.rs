@@ -138,6 +138,12 @@ pub struct ChantEngine {
 }
 
 impl ChantEngine {
+    /// `to_bytes()`'s bytes.
+    pub(crate) fn snapshot(&self, py: Python<'_>) -> Vec<u8> {
+        let state = lock(py, &self.state);
+        chant_snapshot(&self.settings, state.key, state.stream.saved(), state.event.is_some())
+    }
+
     /// Deliver the chant the stream holds (the engine keeps it until reset), if its event has
     /// not been delivered yet: build the event (lock released: it runs Python code) and hand
     /// it out once, to the first caller that stores it, which also reports it to `on_chant`.
@@ -470,11 +476,7 @@ impl ChantEngine {
     /// The detector's settings and whole state as a snapshot (docs/snapshots.md): the stream
     /// (text or tokens) with its history, chains and hash key, and any chant found.
     fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let data = {
-            let state = lock(py, &self.state);
-            chant_snapshot(&self.settings, state.key, state.stream.saved(), state.event.is_some())
-        };
-        PyBytes::new(py, &data)
+        PyBytes::new(py, &self.snapshot(py))
     }
 
     /// Replace the state with a snapshot's (made under the same settings); on any error the

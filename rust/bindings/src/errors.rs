@@ -103,16 +103,15 @@ pub fn snapshot_bytes(data: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     )))
 }
 
-/// The state a snapshot argument holds, for a detector's `_restore`: `read` builds it from the
+/// The state a snapshot holds, for a detector's `_restore`: `read` builds it from the
 /// snapshot's bytes, and `same_settings` says whether it was made under the detector's own
 /// settings. Nothing is replaced here, so on any error the detector is left as it was.
 pub fn restored_state<T>(
-    data: &Bound<'_, PyAny>,
+    data: &[u8],
     read: impl FnOnce(&[u8]) -> PyResult<T>,
     same_settings: impl FnOnce(&T) -> bool,
 ) -> PyResult<T> {
-    let data = snapshot_bytes(data)?;
-    let restored = read(&data)?;
+    let restored = read(data)?;
     if !same_settings(&restored) {
         return Err(PyValueError::new_err("the snapshot's settings are not this detector's"));
     }

@@ -26,7 +26,7 @@ mod _core {
     use crate::errors::_bind_errors;
 
     #[pymodule_export]
-    use crate::monitor::{_bind_monitor, MonitorEngine, ToolDecision};
+    use crate::monitor::{_bind_monitor, _monitor_parts, _pack_monitor, MonitorEngine, ToolDecision};
 
     #[pymodule_export]
     use crate::pieces::{chat_pieces, field};

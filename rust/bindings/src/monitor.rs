@@ -8,11 +8,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use doomloop_engine::policy::{Policies, Policy};
+use doomloop_engine::snapshot::{monitor_parts, pack_monitor};
 
+use crate::chant::ChantEngine;
+use crate::errors::snapshot_refused;
 use crate::ffi::{lock, DictPosition};
 use crate::policies::ToolPolicies;
 use crate::session::SessionEngine;
@@ -118,6 +121,29 @@ impl ToolDecision {
         }
         Ok(())
     }
+}
+
+/// The four parts of a `Monitor` snapshot (its header's JSON, then the tool-loop, session
+/// and chant detectors' snapshots); a `SnapshotError` naming what is wrong with its framing.
+#[pyfunction]
+pub fn _monitor_parts<'py>(data: &Bound<'py, PyBytes>) -> PyResult<[Bound<'py, PyBytes>; 4]> {
+    let py = data.py();
+    let parts = monitor_parts(data.as_bytes()).map_err(|why| snapshot_refused(py, why))?;
+    Ok(parts.map(|part| PyBytes::new(py, part)))
+}
+
+/// The `Monitor` snapshot of its four parts (`_monitor_parts` reads it).
+#[pyfunction]
+pub fn _pack_monitor<'py>(
+    py: Python<'py>,
+    header: &[u8],
+    tool: &[u8],
+    session: &[u8],
+    chant: &[u8],
+) -> PyResult<Bound<'py, PyBytes>> {
+    let blob = pack_monitor([header, tool, session, chant])
+        .ok_or_else(|| snapshot_refused(py, "a part of the Monitor snapshot is 4 GiB or more"))?;
+    Ok(PyBytes::new(py, &blob))
 }
 
 /// The Python side of a monitor's tool hooks, handed over once at import.
@@ -444,6 +470,68 @@ impl MonitorEngine {
         hooks()?
             .on_after
             .call1(py, (slf, outcome, tool, params, hooked.step.saturating_sub(1)))
+    }
+
+    /// One update of the session's blob in a shared store by a registry's tool hook
+    /// (`SharedUpdate`'s, in one call): restore what the store holds when another replica
+    /// changed only the detectors' state since `saved` (the blob this monitor stored last,
+    /// whose header part is `header`), run the tool-loop detector's hook (`after`: its
+    /// `after_tool_call`, else `before_tool_call`), and snapshot the monitor with that header.
+    /// Returns the hook's return and the new blob, or None, having changed nothing, when the
+    /// update needs the Python path: the header (the monitor's own state) or the chant part
+    /// differs from this monitor's, or a part cannot be restored here (that path reports it).
+    #[pyo3(signature = (data, saved, header, chant, after, tool, params, result, error, run_id, tool_call_id))]
+    #[allow(clippy::too_many_arguments)]
+    fn _tool_update<'py>(
+        slf: &Bound<'py, Self>,
+        data: &Bound<'py, PyBytes>,
+        saved: Option<&Bound<'py, PyBytes>>,
+        header: &Bound<'py, PyBytes>,
+        chant: Option<&Bound<'py, ChantEngine>>,
+        after: bool,
+        tool: &Bound<'py, PyAny>,
+        params: &Bound<'py, PyAny>,
+        result: Option<&Bound<'py, PyAny>>,
+        error: Option<&Bound<'py, PyAny>>,
+        run_id: Option<&Bound<'py, PyAny>>,
+        tool_call_id: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Option<(Py<PyAny>, Bound<'py, PyBytes>)>> {
+        let py = slf.py();
+        let (detector, session) = {
+            let parts = lock(py, &slf.get().parts);
+            let (Some(tool), Some(session)) = (&parts.tool, &parts.session) else {
+                return Ok(None);
+            };
+            (tool.clone_ref(py), session.clone_ref(py))
+        };
+        let (detector, session) = (detector.bind(py), session.bind(py));
+        // The chant detector's part is this monitor's own either way: its streams are not
+        // shared through the store (a blob with another is the Python path's).
+        let chant = chant.map(|c| c.get().snapshot(py)).unwrap_or_default();
+        let unchanged = saved.is_some_and(|saved| saved.is(data) || saved.as_bytes() == data.as_bytes());
+        if !unchanged {
+            let Ok([stored_header, tool_part, session_part, chant_part]) = monitor_parts(data.as_bytes()) else {
+                return Ok(None);
+            };
+            if stored_header != header.as_bytes() || chant_part != chant.as_slice() {
+                return Ok(None);
+            }
+            // A part refused (another build's settings, damage) leaves the Python path to
+            // restore the whole monitor, which reports it.
+            if detector.get().restore(py, tool_part).is_err() || session.get().restore(py, session_part).is_err() {
+                return Ok(None);
+            }
+        }
+        let returned = if after {
+            ToolLoopEngine::after_tool_call(detector, tool, params, result, error, run_id, tool_call_id)?.into_any()
+        } else {
+            ToolLoopEngine::before_tool_call(detector, tool, params, run_id, tool_call_id)?.into_any()
+        };
+        let tool_part = detector.get().snapshot(py);
+        let session_part = session.get().snapshot(py)?;
+        let blob = pack_monitor([header.as_bytes(), &tool_part, &session_part, &chant])
+            .ok_or_else(|| snapshot_refused(py, "a part of the Monitor snapshot is 4 GiB or more"))?;
+        Ok(Some((returned, PyBytes::new(py, &blob))))
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

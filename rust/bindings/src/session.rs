@@ -25,7 +25,7 @@ use crate::canonical::{
     text_bytes, DictSnapshot,
 };
 use crate::chunks::scan_text;
-use crate::errors::{restored_state, snapshot_error, snapshot_refused};
+use crate::errors::{restored_state, snapshot_bytes, snapshot_error, snapshot_refused};
 use crate::ffi::{exact, is_ascii, is_huge_negative, lock, str_length, substring, type_name, Exact};
 use crate::settings::checked;
 
@@ -327,6 +327,27 @@ impl SessionEngine {
         Ok(finding)
     }
 
+    /// `to_bytes()`'s bytes.
+    pub(crate) fn snapshot(&self, py: Python<'_>) -> PyResult<Vec<u8>> {
+        let now = self.now(py)?;
+        self.lock(py).snapshot(&self.settings, now).ok_or_else(|| {
+            // Nothing is wrong with any data: the state cannot be saved yet.
+            snapshot_refused(
+                py,
+                "no snapshot while a response is being streamed (record_output_chunk since the last \
+                 end_response): its output windows are not saved; call end_response() first",
+            )
+        })
+    }
+
+    /// `_restore(data)` of the snapshot's bytes.
+    pub(crate) fn restore(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
+        let read = |data: &[u8]| Session::restore(data, self.now(py)?).map_err(|e| snapshot_error(py, e));
+        let (restored, _) = restored_state(data, read, |(_, settings)| settings[..] == self.settings[..])?;
+        self.lock(py).session = restored;
+        Ok(())
+    }
+
     fn now(&self, py: Python<'_>) -> PyResult<f64> {
         let Some(clock) = &self.clock else {
             return Ok(monotonic_seconds());
@@ -579,25 +600,13 @@ impl SessionEngine {
     /// The detector's state and settings as a snapshot (docs/snapshots.md); the session
     /// clock is saved as the time elapsed now.
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let now = self.now(py)?;
-        match self.lock(py).snapshot(&self.settings, now) {
-            Some(data) => Ok(PyBytes::new(py, &data)),
-            // Nothing is wrong with any data: the state cannot be saved yet.
-            None => Err(snapshot_refused(
-                py,
-                "no snapshot while a response is being streamed (record_output_chunk since the last \
-                 end_response): its output windows are not saved; call end_response() first",
-            )),
-        }
+        Ok(PyBytes::new(py, &self.snapshot(py)?))
     }
 
     /// Replace the state with a snapshot's (made under the same settings); on any error the
     /// state is left as it was.
     fn _restore(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let read = |data: &[u8]| Session::restore(data, self.now(py)?).map_err(|e| snapshot_error(py, e));
-        let (restored, _) = restored_state(data, read, |(_, settings)| settings[..] == self.settings[..])?;
-        self.lock(py).session = restored;
-        Ok(())
+        self.restore(py, &snapshot_bytes(data)?)
     }
 
     /// The last ten action types, oldest first.

@@ -24,7 +24,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::canonical::fingerprint_str;
-use crate::errors::{restored_state, snapshot_error};
+use crate::errors::{restored_state, snapshot_bytes, snapshot_error};
 use crate::ffi::{lock, type_name};
 use crate::settings::{checked, checked_one};
 use crate::tool_results::{normalise, parse_call, Call, CallMemo, Normalised, Rules};
@@ -440,6 +440,20 @@ impl ToolLoopEngine {
         lock(py, &self.state)
     }
 
+    /// `to_bytes()`'s bytes.
+    pub(crate) fn snapshot(&self, py: Python<'_>) -> Vec<u8> {
+        self.lock(py).to_snapshot()
+    }
+
+    /// `_restore(data)` of the snapshot's bytes.
+    pub(crate) fn restore(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
+        let read = |data: &[u8]| NamedSession::from_snapshot(data).map_err(|e| snapshot_error(py, e));
+        // A detector's settings never change: they need not be compared under the swap's lock.
+        let restored = restored_state(data, read, |restored| restored.settings() == self.lock(py).settings())?;
+        *self.lock(py) = restored;
+        Ok(())
+    }
+
     fn rules(&self) -> Option<&Rules> {
         self.rules.as_deref()
     }
@@ -564,18 +578,13 @@ impl ToolLoopEngine {
     /// The detector's state and settings as a snapshot (docs/snapshots.md); the extension
     /// points are not part of it.
     fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let data = self.lock(py).to_snapshot();
-        PyBytes::new(py, &data)
+        PyBytes::new(py, &self.snapshot(py))
     }
 
     /// Replace the state with a snapshot's (made under the same settings); on any error the
     /// state is left as it was.
     fn _restore(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let read = |data: &[u8]| NamedSession::from_snapshot(data).map_err(|e| snapshot_error(py, e));
-        // A detector's settings never change: they need not be compared under the swap's lock.
-        let restored = restored_state(data, read, |restored| restored.settings() == self.lock(py).settings())?;
-        *self.lock(py) = restored;
-        Ok(())
+        self.restore(py, &snapshot_bytes(data)?)
     }
 
     /// How the thresholds were reordered at construction, as OpenClaw's run time reorders

@@ -423,6 +423,51 @@ pub fn settings_of(data: &[u8], kind: SnapshotKind, schema: &'static Schema) -> 
     open(data, kind, schema)?.settings(schema)
 }
 
+/// The magic that opens a `Monitor` snapshot (its last byte is the format's version).
+///
+/// A `Monitor` snapshot frames four parts: the monitor's JSON header, then the tool-loop,
+/// session and chant detectors' snapshots (the chant's empty when there is none), each a
+/// little-endian `u32` length and its bytes (docs/snapshots.md).
+pub const MONITOR_MAGIC: &[u8; 6] = b"DLMON\x01";
+
+/// The parts a `Monitor` snapshot frames.
+pub const MONITOR_PARTS: usize = 4;
+
+/// The parts of a `Monitor` snapshot, or what is wrong with its framing.
+pub fn monitor_parts(data: &[u8]) -> Result<[&[u8]; MONITOR_PARTS], &'static str> {
+    let mut rest = data
+        .strip_prefix(MONITOR_MAGIC.as_slice())
+        .ok_or("not a Monitor snapshot (bad magic or version)")?;
+    let mut parts: [&[u8]; MONITOR_PARTS] = [&[]; MONITOR_PARTS];
+    for part in &mut parts {
+        let (length, after) = rest
+            .split_first_chunk::<4>()
+            .ok_or("corrupt Monitor snapshot: truncated")?;
+        let length = usize::try_from(u32::from_le_bytes(*length)).unwrap_or(usize::MAX);
+        if length > after.len() {
+            return Err("corrupt Monitor snapshot: a part runs past its end");
+        }
+        (*part, rest) = after.split_at(length);
+    }
+    if !rest.is_empty() {
+        return Err("corrupt Monitor snapshot: trailing bytes");
+    }
+    Ok(parts)
+}
+
+/// A `Monitor` snapshot of `parts` (None when one is 4 GiB or longer: its length has no
+/// encoding).
+pub fn pack_monitor(parts: [&[u8]; MONITOR_PARTS]) -> Option<Vec<u8>> {
+    let total = parts.iter().map(|part| part.len() + 4).sum::<usize>();
+    let mut data = Vec::with_capacity(MONITOR_MAGIC.len() + total);
+    data.extend_from_slice(MONITOR_MAGIC);
+    for part in parts {
+        data.extend_from_slice(&u32::try_from(part.len()).ok()?.to_le_bytes());
+        data.extend_from_slice(part);
+    }
+    Some(data)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -452,6 +497,32 @@ mod tests {
 
     fn probe() -> Vec<u8> {
         Probe(vec![Value::Count(5)], 42).to_snapshot()
+    }
+
+    #[test]
+    fn monitor_framing_round_trips_and_names_what_is_wrong() {
+        let parts: [&[u8]; MONITOR_PARTS] = [b"{}", b"tool", b"", b"chant"];
+        let data = pack_monitor(parts).unwrap();
+        assert_eq!(&data[..6], MONITOR_MAGIC);
+        assert_eq!(monitor_parts(&data), Ok(parts));
+        assert_eq!(
+            monitor_parts(b"DLMON\x02"),
+            Err("not a Monitor snapshot (bad magic or version)")
+        );
+        assert_eq!(
+            monitor_parts(&data[..data.len() - 1]),
+            Err("corrupt Monitor snapshot: a part runs past its end")
+        );
+        assert_eq!(monitor_parts(&data[..8]), Err("corrupt Monitor snapshot: truncated"));
+        let mut longer = data.clone();
+        longer.push(0);
+        assert_eq!(monitor_parts(&longer), Err("corrupt Monitor snapshot: trailing bytes"));
+        let mut huge = MONITOR_MAGIC.to_vec();
+        huge.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(
+            monitor_parts(&huge),
+            Err("corrupt Monitor snapshot: a part runs past its end")
+        );
     }
 
     #[test]
