@@ -267,6 +267,17 @@ SCENARIOS = {
         "result = {'content': [{'type': 'text', 'text': 'a.py b.py'}], 'details': {'status': 'completed', 'exitCode': 0}}",
         "params = pool[i % 1000]; before('s', 'read', params); after('s', 'read', params, result=result)",
     ),
+    "registry_store": (
+        "before_tool_call + after_tool_call through a SessionRegistry on a MemoryStore (the 'registry' measure"
+        " with each hook one update of the session's blob: the shared-store path without the network)",
+        1,
+        20_000,
+        "from doomloop.gateway import MemoryStore, SessionRegistry\n"
+        "d = SessionRegistry(store=MemoryStore()); before, after = d.before_tool_call, d.after_tool_call\n"
+        "pool = [{'command': f'ls {i}', 'cwd': '/w', 'timeout': 30} for i in range(1000)]\n"
+        "result = {'content': [{'type': 'text', 'text': 'a.py b.py'}], 'details': {'status': 'completed', 'exitCode': 0}}",
+        "params = pool[i % 1000]; before('s', 'read', params); after('s', 'read', params, result=result)",
+    ),
     "blocked": (
         "before_tool_call + after_tool_call of a call blocked as a loop (the same call again)",
         1,
@@ -386,6 +397,7 @@ GUARDED = [
     "chant_source",
     "token",
     "registry",
+    "registry_store",
     "blocked",
     "warned",
     "cycle_warned",

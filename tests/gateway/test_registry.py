@@ -433,6 +433,20 @@ def test_a_damaged_detector_part_under_an_unchanged_header_is_the_python_paths_t
     assert entry.tool_loop.get_stats()["calls"] == 1  # afresh, then the call
 
 
+class _BytearrayStore(MemoryStore):
+    """A store of its own that hands its updates a bytearray."""
+
+    def update(self, key: Any, fn: Any, ttl_seconds: float) -> bytes:
+        return super().update(key, lambda data: fn(None if data is None else bytearray(data)), ttl_seconds)
+
+
+def test_a_store_handing_over_other_bytes_like_blobs_takes_the_python_path() -> None:
+    store = _BytearrayStore()
+    registry = SessionRegistry(store=store)
+    blocked = _repeat(registry, "s", 25)
+    assert blocked == [False] * 20 + [True] * 5
+
+
 def test_a_blob_of_other_settings_is_restored_with_its_own_settings() -> None:
     # Detectors are restored in place when the blob has their settings; a replica running
     # other settings gets detectors built from the blob's, as from_bytes builds them.

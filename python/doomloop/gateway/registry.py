@@ -296,7 +296,7 @@ class SharedUpdate(Generic[_R]):
     store commits. It may run more than once (on a conflict); ``result`` is the hook's return
     of the last run, the one stored. ``detectors_only``: the hook changes detectors' state
     only (a detector's own hook): on the state this process stored last, the snapshot's
-    header is not encoded again."""
+    header is not encoded again. The tool hooks' updates are :class:`ToolUpdate`."""
 
     __slots__ = ("_registry", "_entry", "_hook", "_detectors_only", "name", "result")
 
@@ -348,7 +348,8 @@ class ToolUpdate(SharedUpdate[Any]):
     def __call__(self, data: Optional[bytes]) -> bytes:
         entry = self._entry
         header = entry._saved_header
-        if data is not None and header is not None and entry._answer_step is None:
+        # A store of its own may hand over any bytes-like blob: the Python path reads those.
+        if type(data) is bytes and header is not None and entry._answer_step is None:
             done = entry._tool_update(data, entry._saved, header, entry.chant, *self._call)
             if done is not None:
                 self.result, saved = done

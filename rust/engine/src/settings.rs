@@ -4,7 +4,7 @@
 //! hand every value to [`check_all`]; nothing restates a default or a range.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// What a setting accepts.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -84,6 +84,9 @@ pub struct Schema {
     /// What only the detector knows: the limits of its settings taken together (`None` when
     /// each setting's own range is all).
     pub joint: Option<JointCheck>,
+    /// The digest of the table's shape (`snapshot::schema_digest`), once computed: build a
+    /// table with `OnceLock::new()` here.
+    pub shape_digest: OnceLock<u64>,
 }
 
 impl Schema {
@@ -378,6 +381,7 @@ mod tests {
             switch("cycles", true),
         ],
         joint: Some(window_within_backoff),
+        shape_digest: OnceLock::new(),
     };
 
     /// A joint limit to check: `window` at most `backoff`.

@@ -18,6 +18,7 @@
 //! never a panic and never a partly restored detector (a reader builds a new state or none).
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -132,7 +133,12 @@ pub fn invalid(what: impl Into<String>) -> SnapshotError {
 }
 
 /// The digest of a settings table's shape: a snapshot only restores under the same settings.
+/// Computed once per table.
 pub fn schema_digest(schema: &Schema) -> u64 {
+    *schema.shape_digest.get_or_init(|| shape_digest(schema))
+}
+
+fn shape_digest(schema: &Schema) -> u64 {
     let mut shape = Vec::new();
     shape.extend_from_slice(schema.owner.as_bytes());
     for setting in schema.settings {
@@ -339,20 +345,33 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The length of the last snapshot sealed of each kind (by its number), with some slack: the
+/// next one's buffer starts that large, so a snapshot is written with no reallocation and no
+/// copy of its body (detectors of one kind snapshot to similar sizes).
+static SEALED_LEN: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+
 /// A snapshot of `kind` under `schema` whose body `write` fills.
 pub fn seal(kind: SnapshotKind, schema: &Schema, write: impl FnOnce(&mut Writer)) -> Vec<u8> {
-    let mut body = Writer::default();
-    write(&mut body);
-    let mut out = Vec::with_capacity(HEADER_LEN + body.buf.len() + CHECKSUM_LEN);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.push(kind as u8);
-    out.push(0);
-    out.extend_from_slice(&schema_digest(schema).to_le_bytes());
-    out.extend_from_slice(&u32::try_from(body.buf.len()).unwrap_or(u32::MAX).to_le_bytes());
-    out.extend_from_slice(&body.buf);
+    let sealed = SEALED_LEN.get(kind as usize);
+    let hint = sealed.map_or(0, |len| len.load(Ordering::Relaxed));
+    let mut out = Writer {
+        buf: Vec::with_capacity(hint.max(HEADER_LEN + CHECKSUM_LEN)),
+    };
+    out.buf.extend_from_slice(MAGIC);
+    out.buf.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.buf.push(kind as u8);
+    out.buf.push(0);
+    out.buf.extend_from_slice(&schema_digest(schema).to_le_bytes());
+    out.buf.extend_from_slice(&[0; 4]); // the body's length, once written
+    write(&mut out);
+    let mut out = out.buf;
+    let body_len = u32::try_from(out.len() - HEADER_LEN).unwrap_or(u32::MAX);
+    out[HEADER_LEN - 4..HEADER_LEN].copy_from_slice(&body_len.to_le_bytes());
     let checksum = xxh3_64(&out);
     out.extend_from_slice(&checksum.to_le_bytes());
+    if let Some(sealed) = sealed {
+        sealed.store(out.len() + out.len() / 8, Ordering::Relaxed);
+    }
     out
 }
 
@@ -470,6 +489,8 @@ pub fn pack_monitor(parts: [&[u8]; MONITOR_PARTS]) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::OnceLock;
+
     use super::*;
     use crate::settings::count;
 
@@ -477,6 +498,7 @@ mod tests {
         owner: "Probe",
         settings: &[count("window_size", 3, 1, 1_000)],
         joint: None,
+        shape_digest: OnceLock::new(),
     };
 
     struct Probe(Vec<Value>, u64);

@@ -1,5 +1,7 @@
 //! A detector's settings: `ChantConfig` and the `ChantDetector` settings table it is read from.
 
+use std::sync::OnceLock;
+
 use crate::settings::{count, switch, Kind, Schema, Setting, Value};
 
 use super::{MAX_ANCHOR_SPAN, MAX_DISTANCE, MAX_HISTORY, MAX_PERIOD, MAX_REPEATS};
@@ -152,6 +154,7 @@ pub static CHANT: Schema = Schema {
         },
     ],
     joint: Some(|values| ChantConfig::from_values(values).problem()),
+    shape_digest: OnceLock::new(),
 };
 
 #[cfg(test)]

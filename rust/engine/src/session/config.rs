@@ -1,5 +1,7 @@
 //! `DoomLoopConfig`'s settings: the `SESSION` table and the `SessionConfig` read from it.
 
+use std::sync::OnceLock;
+
 use crate::chant::ChantConfig;
 use crate::settings::{count, number, switch, Schema, Value};
 
@@ -214,6 +216,7 @@ pub static SESSION: Schema = Schema {
         switch("detailed_descriptions", false),
     ],
     joint: Some(|values| SessionConfig::from_values(values).problem()),
+    shape_digest: OnceLock::new(),
 };
 
 #[cfg(test)]

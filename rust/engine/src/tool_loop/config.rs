@@ -1,6 +1,8 @@
 //! `LoopDetectionConfig`'s and `PostCompactionGuard`'s settings tables, and the run-time
 //! `LoopConfig` read from them.
 
+use std::sync::OnceLock;
+
 use crate::settings::{count, switch, Kind, Schema, Setting, Value};
 
 /// The largest `history_size` of the tool-loop detector (its ring is allocated up front).
@@ -130,6 +132,7 @@ pub static TOOL_LOOP: Schema = Schema {
         switch("argument_churn", true),
     ],
     joint: Some(ordered_thresholds),
+    shape_digest: OnceLock::new(),
 };
 
 /// The switches OpenClaw has no keys for: a config with all of them off is OpenClaw's.
@@ -173,6 +176,7 @@ pub static GUARD: Schema = Schema {
     owner: "PostCompactionGuard",
     settings: &[count("window_size", 3, 1, MAX_GUARD_WINDOW)],
     joint: None,
+    shape_digest: OnceLock::new(),
 };
 
 #[cfg(test)]
