@@ -346,14 +346,18 @@ impl<'a> Reader<'a> {
 }
 
 /// The length of the last snapshot sealed of each kind (by its number), with some slack: the
-/// next one's buffer starts that large, so a snapshot is written with no reallocation and no
-/// copy of its body (detectors of one kind snapshot to similar sizes).
+/// next one's buffer starts that large, up to `MAX_SEALED_HINT`, so a snapshot is written with
+/// no reallocation and no copy of its body (detectors of one kind snapshot to similar sizes).
 static SEALED_LEN: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+
+/// The largest buffer a snapshot starts with: one huge snapshot (a chant's long history) must
+/// not make every small one after it allocate as much.
+const MAX_SEALED_HINT: usize = 1 << 20;
 
 /// A snapshot of `kind` under `schema` whose body `write` fills.
 pub fn seal(kind: SnapshotKind, schema: &Schema, write: impl FnOnce(&mut Writer)) -> Vec<u8> {
     let sealed = SEALED_LEN.get(kind as usize);
-    let hint = sealed.map_or(0, |len| len.load(Ordering::Relaxed));
+    let hint = sealed.map_or(0, |len| len.load(Ordering::Relaxed)).min(MAX_SEALED_HINT);
     let mut out = Writer {
         buf: Vec::with_capacity(hint.max(HEADER_LEN + CHECKSUM_LEN)),
     };
