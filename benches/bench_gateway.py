@@ -50,6 +50,25 @@ def test_registry_call(benchmark: Any) -> None:
     benchmark.pedantic(call, **PER_CALL)
 
 
+@pytest.mark.benchmark(group="gateway: one tool call")
+def test_registry_call_on_a_memory_store(benchmark: Any) -> None:
+    # The shared-store path without the network: each hook is one update of the session's
+    # blob (restore when needed, decide, snapshot), with a fresh arguments dict each call.
+    from doomloop import Profile
+    from doomloop.gateway import MemoryStore
+
+    registry = SessionRegistry(Profile.recommended().replace(**QUIET), store=MemoryStore())
+    before, after = registry.before_tool_call, registry.after_tool_call
+    count = iter(range(10**9))
+
+    def call() -> None:
+        params = {**PARAMS, "command": f"ls {next(count)}"}
+        before("session-1", "read", params)
+        after("session-1", "read", params, result=RESULT)
+
+    benchmark.pedantic(call, **PER_CALL)
+
+
 def _rss() -> int:
     with open("/proc/self/status", encoding="ascii") as status:
         for line in status:
