@@ -141,8 +141,13 @@ pub fn _pack_monitor<'py>(
     session: &[u8],
     chant: &[u8],
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let blob = pack_monitor([header, tool, session, chant])
-        .ok_or_else(|| snapshot_refused(py, "a part of the Monitor snapshot is 4 GiB or more"))?;
+    packed(py, [header, tool, session, chant])
+}
+
+/// The `Monitor` snapshot of `parts` as bytes; a `SnapshotError` for a part too long to frame.
+fn packed<'py>(py: Python<'py>, parts: [&[u8]; 4]) -> PyResult<Bound<'py, PyBytes>> {
+    let blob =
+        pack_monitor(parts).ok_or_else(|| snapshot_refused(py, "a part of the Monitor snapshot is 4 GiB or more"))?;
     Ok(PyBytes::new(py, &blob))
 }
 
@@ -529,9 +534,8 @@ impl MonitorEngine {
         };
         let tool_part = detector.get().snapshot(py);
         let session_part = session.get().snapshot(py)?;
-        let blob = pack_monitor([header.as_bytes(), &tool_part, &session_part, &chant])
-            .ok_or_else(|| snapshot_refused(py, "a part of the Monitor snapshot is 4 GiB or more"))?;
-        Ok(Some((returned, PyBytes::new(py, &blob))))
+        let blob = packed(py, [header.as_bytes(), &tool_part, &session_part, &chant])?;
+        Ok(Some((returned, blob)))
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
