@@ -278,6 +278,16 @@ SCENARIOS = {
         "result = {'content': [{'type': 'text', 'text': 'a.py b.py'}], 'details': {'status': 'completed', 'exitCode': 0}}",
         "params = pool[i % 1000]; before('s', 'read', params); after('s', 'read', params, result=result)",
     ),
+    "registry_store_session": (
+        "record_action + is_doom_loop through a SessionRegistry on a MemoryStore (each hook one update"
+        " of the session's blob), a fresh arguments dict each call",
+        1,
+        20_000,
+        "from doomloop.gateway import MemoryStore, SessionRegistry\n"
+        "d = SessionRegistry(store=MemoryStore()); record, is_loop = d.record_action, d.is_doom_loop\n"
+        "paths = [f'/w/src/module_{i}.py' for i in range(1000)]; results = [f'{i} lines' for i in range(1000)]",
+        "record('s', 'read', {'path': paths[i % 1000]}, results[i % 1000], True); is_loop('s')",
+    ),
     "blocked": (
         "before_tool_call + after_tool_call of a call blocked as a loop (the same call again)",
         1,

@@ -531,25 +531,25 @@ class MonitorEngine:
     def _set_detectors(self, tool: ToolLoopEngine, session: SessionEngine) -> None: ...
     def _set_ignored_keys(self, keys: list[str]) -> None: ...
     def _set_tool_policies(self, policies: Optional[ToolPolicies]) -> None: ...
-    def _tool_update(
+    def _hook_update(
         self,
         data: bytes,
         saved: Optional[bytes],
         header: bytes,
         chant: Optional[ChantEngine],
-        after: bool,
-        tool: Any,
-        params: Any,
-        result: Any,
-        error: Any,
-        run_id: Optional[str],
-        tool_call_id: Optional[str],
+        hook: str,
+        args: tuple[Any, ...],
     ) -> Optional[tuple[Any, bytes]]:
-        """One update of the session's blob by a registry's tool hook: restore what the store
-        holds when another replica changed only the detectors' state since ``saved`` (whose
-        header part is ``header``), run the tool-loop detector's ``after_tool_call``
-        (``after``) or ``before_tool_call``, and snapshot with that header. The hook's return
-        and the new blob, or None (nothing changed) when the Python path must run it."""
+        """One update of the session's blob by a registry's detector hook: restore what the
+        store holds when another replica changed only the detectors' state since ``saved``
+        (whose header part is ``header``), run ``hook`` with ``args`` (the tool-loop
+        detector's ``before_tool_call`` (tool, params, run_id, tool_call_id) or
+        ``after_tool_call`` (tool, params, result, error, run_id, tool_call_id), or the
+        session detector's ``record_action``, ``mark_progress``, ``record_response`` or
+        ``is_doom_loop``, their positional arguments), and snapshot with that header. The
+        hook's return and the new blob, or None (nothing changed) when the Python path must
+        run it. An unknown hook is a ``ValueError``, the wrong number of arguments a
+        ``TypeError``."""
     step: int
     """Steps recorded so far."""
     _run_id: Optional[str]

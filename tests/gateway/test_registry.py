@@ -7,6 +7,7 @@ import gc
 import inspect
 import threading
 import weakref
+from collections import Counter
 from typing import Any, List
 
 import pytest
@@ -350,7 +351,8 @@ def test_a_stored_blob_is_always_the_whole_monitors_state() -> None:
 def _replicas_take_turns(store: MemoryStore) -> tuple[list[Any], bytes]:
     # Two replicas on one store serve one session in turns of five calls, so each turn's
     # first hook restores what the other wrote; a user message (the monitor's own state) and
-    # a stream fed outside any hook come in between. What the hooks returned, and the blob.
+    # a stream fed outside any hook come in between. Every call is a tool call and, every
+    # other call, the session detector's hooks too. What the hooks returned, and the blob.
     replicas = [SessionRegistry(store=store), SessionRegistry(store=store)]
     seen: list[Any] = []
     for n in range(60):
@@ -365,34 +367,47 @@ def _replicas_take_turns(store: MemoryStore) -> tuple[list[Any], bytes]:
         result = decision.blocked_result if decision.blocked else f"body {n % 3 if n < 30 else 0}"
         outcome = registry.after_tool_call("s", "read", params, result=result, tool_call_id=f"c{n}")
         seen.append((outcome.args_hash, outcome.result_hash, outcome.is_error, outcome.guard))
+        if n % 2:
+            registry.record_action("s", "read", params, result, n % 7 != 0, 0.5 if n % 3 else None, {"n": n})
+            if n % 10 == 1:
+                registry.mark_progress("s", f"milestone {n}")
+            if n % 6 == 1:
+                registry.record_response("s", "Let me read that file again. " * (1 + n % 3))
+            seen.append(registry.is_doom_loop("s"))
     stored = store.load("s")
     assert stored is not None
     return seen, stored.data
 
 
-def test_a_tool_hooks_one_extension_call_stores_what_the_python_path_stores(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The tool hooks' update restores, decides and snapshots in one extension call when only
-    # detectors' state changed; elsewhere the Python path runs. Both must store the same
-    # state and answer the same, replica by replica, call by call.
-    taken = {"unchanged": 0, "restored": 0, "python": 0}
-    tool_update = Monitor._tool_update
+def test_a_detector_hooks_one_extension_call_stores_what_the_python_path_stores(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A detector's own hook's update restores, decides and snapshots in one extension call
+    # when only detectors' state changed; elsewhere the Python path runs. Both must store the
+    # same state and answer the same, replica by replica, call by call.
+    taken: dict[str, Counter[str]] = {"unchanged": Counter(), "restored": Counter(), "python": Counter()}
+    hook_update = Monitor._hook_update
 
-    def counted(monitor: Monitor, data: bytes, saved: bytes | None, *args: Any) -> Any:
-        done = tool_update(monitor, data, saved, *args)
-        taken["python" if done is None else "unchanged" if data == saved else "restored"] += 1
+    def counted(monitor: Monitor, data: bytes, saved: bytes | None, header: bytes, chant: Any, hook: str, args: Any) -> Any:
+        done = hook_update(monitor, data, saved, header, chant, hook, args)
+        taken["python" if done is None else "unchanged" if data == saved else "restored"][hook] += 1
         return done
 
-    monkeypatch.setattr(Monitor, "_tool_update", counted)
+    monkeypatch.setattr(Monitor, "_hook_update", counted)
     fast, fast_blob = _replicas_take_turns(MemoryStore())
     # Most updates take one call, the restores after each change of replica included; the
     # call hands over to the Python path when the other replica's user message changed the
     # header, and when its stream changed the chant part (a replica's first hook, and its
     # first after a stream of its own, go to the Python path without asking).
-    assert taken["unchanged"] >= 80 and taken["restored"] >= 5 and taken["python"] == 2, taken
-    monkeypatch.setattr(Monitor, "_tool_update", lambda *args: None)
+    assert sum(taken["unchanged"].values()) >= 150 and sum(taken["python"].values()) == 2, taken
+    # Every hook took the one call, on this process's own blob and on the other replica's.
+    hooks = {"before_tool_call", "after_tool_call", "record_action", "mark_progress", "record_response", "is_doom_loop"}
+    assert set(taken["unchanged"]) == hooks and {"before_tool_call"} <= set(taken["restored"]), taken
+    monkeypatch.setattr(Monitor, "_hook_update", lambda *args: None)
     slow, slow_blob = _replicas_take_turns(MemoryStore())
     assert fast == slow
-    assert any(blocked for blocked, *_ in fast[::2]) and any(warned for _, warned, _ in fast[::2])
+    decisions = [seen for seen in fast if isinstance(seen, tuple) and len(seen) == 3]
+    assert any(blocked for blocked, _, _ in decisions) and any(warned for _, warned, _ in decisions)
+    loops = [seen for seen in fast if isinstance(seen, bool)]
+    assert True in loops and False in loops
     # The same state. The session part's bytes hold the clock and the chant's its stream's
     # random hash key: their states are compared.
     fast_parts, slow_parts = _unpack(fast_blob), _unpack(slow_blob)
@@ -409,6 +424,19 @@ def test_a_tool_hooks_one_extension_call_stores_what_the_python_path_stores(monk
         return {key: value for key, value in found.items() if key != "elapsed_time"}
 
     assert stats(fast_parts[2]) == stats(slow_parts[2])
+    assert stats(fast_parts[2])["progress_markers"] > 0 and stats(fast_parts[2])["failed_actions"] > 0
+
+
+def test_a_detector_hooks_update_checks_its_hook_and_arguments() -> None:
+    monitor = Monitor()
+    header = b"{}"
+    with pytest.raises(ValueError, match="no detector hook named record_plan"):
+        monitor._hook_update(b"", None, header, None, "record_plan", ("s",))
+    with pytest.raises(TypeError, match="takes 1 arguments, got 2"):
+        monitor._hook_update(b"", b"", header, None, "mark_progress", ("a", "b"))
+    # The hook's own check of its argument, after the update's: nothing is stored.
+    with pytest.raises(TypeError, match="marker must be a str"):
+        monitor._hook_update(b"", b"", header, None, "mark_progress", (3,))
 
 
 def test_a_damaged_detector_part_under_an_unchanged_header_is_the_python_paths_to_report(

@@ -12,7 +12,7 @@ from ..chant import ChantDetector
 from ..monitor import Monitor
 from ..profile import Profile
 from ..tool_loop import ToolCallDecision, ToolOutcome
-from .registry import DEFAULT_MAX_SESSIONS, DEFAULT_TTL, SessionRegistry, SharedUpdate, ToolUpdate, _normalised, _store_name
+from .registry import DEFAULT_MAX_SESSIONS, DEFAULT_TTL, DetectorUpdate, SessionRegistry, SharedUpdate, _normalised, _store_name
 from .store import AsyncStore, MemoryStore, SessionKey
 
 if TYPE_CHECKING:
@@ -96,10 +96,10 @@ class AsyncSessionRegistry:
         await store.update(update.name, update, registry.ttl)
         return update.result
 
-    async def _shared_tool(self, store: AsyncStore, key: SessionKey, call: Tuple[Any, ...]) -> Any:
-        # A tool hook's update (see ToolUpdate), awaited.
+    async def _detector_hook(self, store: AsyncStore, key: SessionKey, hook: str, args: Tuple[Any, ...]) -> Any:
+        # A detector's own hook's update (see DetectorUpdate), awaited.
         registry = self._registry
-        update = ToolUpdate(registry, registry._session(key), call)
+        update = DetectorUpdate(registry, registry._session(key), hook, args)
         await store.update(update.name, update, registry.ttl)
         return update.result
 
@@ -112,7 +112,9 @@ class AsyncSessionRegistry:
         store = self._store
         if store is None:
             return self._registry.before_tool_call(key, tool, params, run_id=run_id, tool_call_id=tool_call_id)
-        decision: ToolCallDecision = await self._shared_tool(store, key, (False, tool, params, None, None, run_id, tool_call_id))
+        decision: ToolCallDecision = await self._detector_hook(
+            store, key, "before_tool_call", (tool, params, run_id, tool_call_id)
+        )
         return decision
 
     async def after_tool_call(
@@ -132,7 +134,8 @@ class AsyncSessionRegistry:
             return self._registry.after_tool_call(
                 key, tool, params, result=result, error=error, run_id=run_id, tool_call_id=tool_call_id
             )
-        outcome: ToolOutcome = await self._shared_tool(store, key, (True, tool, params, result, error, run_id, tool_call_id))
+        call = (tool, params, result, error, run_id, tool_call_id)
+        outcome: ToolOutcome = await self._detector_hook(store, key, "after_tool_call", call)
         return outcome
 
     async def arm_post_compaction(self, key: SessionKey) -> int:
@@ -157,12 +160,7 @@ class AsyncSessionRegistry:
         if store is None:
             self._registry.record_action(key, action_type, args, result, success, duration, metadata)
         else:
-            await self._shared(
-                store,
-                key,
-                lambda entry: entry.doom_loop.record_action(action_type, args, result, success, duration, metadata),
-                detectors_only=True,
-            )
+            await self._detector_hook(store, key, "record_action", (action_type, args, result, success, duration, metadata))
 
     async def mark_progress(self, key: SessionKey, marker: str) -> None:
         """:meth:`DoomLoopDetector.mark_progress` of the session's detector."""
@@ -170,7 +168,7 @@ class AsyncSessionRegistry:
         if store is None:
             self._registry.mark_progress(key, marker)
         else:
-            await self._shared(store, key, lambda entry: entry.doom_loop.mark_progress(marker), detectors_only=True)
+            await self._detector_hook(store, key, "mark_progress", (marker,))
 
     async def record_response(self, key: SessionKey, text: str) -> None:
         """:meth:`DoomLoopDetector.record_response` of the session's detector."""
@@ -178,14 +176,15 @@ class AsyncSessionRegistry:
         if store is None:
             self._registry.record_response(key, text)
         else:
-            await self._shared(store, key, lambda entry: entry.doom_loop.record_response(text), detectors_only=True)
+            await self._detector_hook(store, key, "record_response", (text,))
 
     async def is_doom_loop(self, key: SessionKey) -> bool:
         """:meth:`DoomLoopDetector.is_doom_loop` of the session's detector."""
         store = self._store
         if store is None:
             return self._registry.is_doom_loop(key)
-        return await self._shared(store, key, lambda entry: entry.doom_loop.is_doom_loop(), detectors_only=True)
+        found: bool = await self._detector_hook(store, key, "is_doom_loop", ())
+        return found
 
     async def apply(self, key: SessionKey, fn: Callable[[Monitor], _R]) -> _R:
         """:meth:`SessionRegistry.apply`: ``fn(monitor)`` on the session's monitor as one

@@ -211,7 +211,7 @@ class SessionRegistry(RegistryEngine):
     def _shared_before_tool_call(
         self, entry: Monitor, tool: str, params: Any, run_id: Optional[str], tool_call_id: Optional[str]
     ) -> ToolCallDecision:
-        decision: ToolCallDecision = self._shared_tool(entry, (False, tool, params, None, None, run_id, tool_call_id))
+        decision: ToolCallDecision = self._detector_hook(entry, "before_tool_call", (tool, params, run_id, tool_call_id))
         return decision
 
     def _shared_after_tool_call(
@@ -224,14 +224,18 @@ class SessionRegistry(RegistryEngine):
         run_id: Optional[str],
         tool_call_id: Optional[str],
     ) -> ToolOutcome:
-        outcome: ToolOutcome = self._shared_tool(entry, (True, tool, params, result, error, run_id, tool_call_id))
+        call = (tool, params, result, error, run_id, tool_call_id)
+        outcome: ToolOutcome = self._detector_hook(entry, "after_tool_call", call)
         return outcome
 
-    def _shared_tool(self, entry: Monitor, call: Tuple[Any, ...]) -> Any:
-        # A tool hook's update of the session's blob (see ToolUpdate). The engine hands the
-        # tool hooks to these methods only when the registry has a store.
-        update = ToolUpdate(self, entry, call)
-        self.store.update(update.name, update, self.ttl)  # type: ignore[union-attr]
+    def _detector_hook(self, entry: Monitor, hook: str, args: Tuple[Any, ...]) -> Any:
+        # A detector's own hook (see DetectorUpdate): with a store, one update of the
+        # session's blob. The engine hands the tool hooks here only when there is a store.
+        store = self.store
+        if store is None:
+            return _run_detector_hook(entry, hook, args)
+        update = DetectorUpdate(self, entry, hook, args)
+        store.update(update.name, update, self.ttl)
         return update.result
 
     def apply(self, key: SessionKey, fn: Callable[[Monitor], _R]) -> _R:
@@ -258,26 +262,20 @@ class SessionRegistry(RegistryEngine):
     ) -> None:
         """:meth:`DoomLoopDetector.record_action` of the session's detector."""
         entry = self._session(key)
-        self._shared(
-            entry,
-            lambda: entry.doom_loop.record_action(action_type, args, result, success, duration, metadata),
-            detectors_only=True,
-        )
+        self._detector_hook(entry, "record_action", (action_type, args, result, success, duration, metadata))
 
     def mark_progress(self, key: SessionKey, marker: str) -> None:
         """:meth:`DoomLoopDetector.mark_progress` of the session's detector."""
-        entry = self._session(key)
-        self._shared(entry, lambda: entry.doom_loop.mark_progress(marker), detectors_only=True)
+        self._detector_hook(self._session(key), "mark_progress", (marker,))
 
     def record_response(self, key: SessionKey, text: str) -> None:
         """:meth:`DoomLoopDetector.record_response` of the session's detector."""
-        entry = self._session(key)
-        self._shared(entry, lambda: entry.doom_loop.record_response(text), detectors_only=True)
+        self._detector_hook(self._session(key), "record_response", (text,))
 
     def is_doom_loop(self, key: SessionKey) -> bool:
         """:meth:`DoomLoopDetector.is_doom_loop` of the session's detector."""
-        entry = self._session(key)
-        return self._shared(entry, lambda: entry.doom_loop.is_doom_loop(), detectors_only=True)
+        found: bool = self._detector_hook(self._session(key), "is_doom_loop", ())
+        return found
 
     def stream(self, key: SessionKey) -> ChantDetector:
         """A fresh :class:`~doomloop.ChantDetector` with the registry profile's ``chant``
@@ -296,7 +294,7 @@ class SharedUpdate(Generic[_R]):
     store commits. It may run more than once (on a conflict); ``result`` is the hook's return
     of the last run, the one stored. ``detectors_only``: the hook changes detectors' state
     only (a detector's own hook): on the state this process stored last, the snapshot's
-    header is not encoded again. The tool hooks' updates are :class:`ToolUpdate`."""
+    header is not encoded again. The detectors' own hooks' updates are :class:`DetectorUpdate`."""
 
     __slots__ = ("_registry", "_entry", "_hook", "_detectors_only", "name", "result")
 
@@ -331,26 +329,30 @@ class SharedUpdate(Generic[_R]):
         return saved
 
 
-class ToolUpdate(SharedUpdate[Any]):
-    """The :class:`SharedUpdate` of a tool hook, the tool-loop detector's ``before_tool_call``
-    (``call[0]`` False) or ``after_tool_call`` of ``call``: ``(after, tool, params, result,
-    error, run_id, tool_call_id)``. One extension call restores the stored state when another
-    replica changed only the detectors' (its header and chant parts are this monitor's own),
-    decides and snapshots; the base class's Python path runs the rest (the session's first
-    update, a blob of another state, none, or one that cannot be read)."""
+class DetectorUpdate(SharedUpdate[Any]):
+    """The :class:`SharedUpdate` of one of a detector's own hooks: ``hook``, the name of the
+    tool-loop detector's ``before_tool_call`` (``args``: tool, params, run_id, tool_call_id)
+    or ``after_tool_call`` (tool, params, result, error, run_id, tool_call_id), or of the
+    session detector's ``record_action``, ``mark_progress``, ``record_response`` or
+    ``is_doom_loop`` (their positional arguments). One extension call restores the stored
+    state when another replica changed only the detectors' (its header and chant parts are
+    this monitor's own), runs the hook and snapshots; the base class's Python path runs the
+    rest (the session's first update, a blob of another state, none, or one that cannot be
+    read)."""
 
-    __slots__ = ("_call",)
+    __slots__ = ("_hook_name", "_args")
 
-    def __init__(self, registry: SessionRegistry, entry: Monitor, call: Tuple[Any, ...]) -> None:
-        super().__init__(registry, entry, partial(_tool_hook, entry, call), detectors_only=True)
-        self._call = call
+    def __init__(self, registry: SessionRegistry, entry: Monitor, hook: str, args: Tuple[Any, ...]) -> None:
+        super().__init__(registry, entry, partial(_run_detector_hook, entry, hook, args), detectors_only=True)
+        self._hook_name = hook
+        self._args = args
 
     def __call__(self, data: Optional[bytes]) -> bytes:
         entry = self._entry
         header = entry._saved_header
         # A store of its own may hand over any bytes-like blob: the Python path reads those.
         if type(data) is bytes and header is not None and entry._answer_step is None:
-            done = entry._tool_update(data, entry._saved, header, entry.chant, *self._call)
+            done = entry._hook_update(data, entry._saved, header, entry.chant, self._hook_name, self._args)
             if done is not None:
                 self.result, saved = done
                 entry._saved = saved
@@ -358,12 +360,15 @@ class ToolUpdate(SharedUpdate[Any]):
         return super().__call__(data)
 
 
-def _tool_hook(entry: Monitor, call: Tuple[Any, ...]) -> Any:
-    # A ToolUpdate's hook on the Python path.
-    after, tool, params, result, error, run_id, tool_call_id = call
-    if after:
+def _run_detector_hook(entry: Monitor, hook: str, args: Tuple[Any, ...]) -> Any:
+    # A detector's own hook on the Python path (a DetectorUpdate's, or without a store).
+    if hook == "before_tool_call":
+        tool, params, run_id, tool_call_id = args
+        return entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id)
+    if hook == "after_tool_call":
+        tool, params, result, error, run_id, tool_call_id = args
         return entry.tool_loop.after_tool_call(tool, params, result=result, error=error, run_id=run_id, tool_call_id=tool_call_id)
-    return entry.tool_loop.before_tool_call(tool, params, run_id=run_id, tool_call_id=tool_call_id)
+    return getattr(entry.doom_loop, hook)(*args)
 
 
 def _store_name(key: SessionKey) -> bytes:

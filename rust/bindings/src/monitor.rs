@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
@@ -145,6 +145,107 @@ pub fn _pack_monitor<'py>(
 }
 
 /// The `Monitor` snapshot of `parts` as bytes; a `SnapshotError` for a part too long to frame.
+/// The detectors' hooks `MonitorEngine::_hook_update` runs (the registries' `HOOKS` less
+/// `arm_post_compaction`, which logs from Python, and `apply`, which runs the caller's code).
+#[derive(Clone, Copy)]
+enum DetectorHook {
+    BeforeToolCall,
+    AfterToolCall,
+    RecordAction,
+    MarkProgress,
+    RecordResponse,
+    IsDoomLoop,
+}
+
+impl DetectorHook {
+    fn named(name: &str) -> Option<Self> {
+        Some(match name {
+            "before_tool_call" => Self::BeforeToolCall,
+            "after_tool_call" => Self::AfterToolCall,
+            "record_action" => Self::RecordAction,
+            "mark_progress" => Self::MarkProgress,
+            "record_response" => Self::RecordResponse,
+            "is_doom_loop" => Self::IsDoomLoop,
+            _ => return None,
+        })
+    }
+
+    /// How many positional arguments the hook takes.
+    fn arity(self) -> usize {
+        match self {
+            Self::BeforeToolCall => 4,
+            Self::AfterToolCall | Self::RecordAction => 6,
+            Self::MarkProgress | Self::RecordResponse => 1,
+            Self::IsDoomLoop => 0,
+        }
+    }
+
+    /// Run the hook on the monitor's detectors with `args` (None stands for an argument not
+    /// given, as in the detectors' own methods); its return, None for the session's.
+    fn run(
+        self,
+        detector: &Bound<'_, ToolLoopEngine>,
+        session: &Bound<'_, SessionEngine>,
+        args: &Bound<'_, PyTuple>,
+    ) -> PyResult<Py<PyAny>> {
+        let py = args.py();
+        if args.len() != self.arity() {
+            let problem = format!(
+                "this detector hook takes {} arguments, got {}",
+                self.arity(),
+                args.len()
+            );
+            return Err(PyTypeError::new_err(problem));
+        }
+        let arg = |k: usize| args.get_item(k);
+        let given = |k: usize| -> PyResult<Option<Bound<'_, PyAny>>> {
+            let value = args.get_item(k)?;
+            Ok((!value.is_none()).then_some(value))
+        };
+        Ok(match self {
+            Self::BeforeToolCall => {
+                let (run_id, call_id) = (given(2)?, given(3)?);
+                let (tool, params) = (arg(0)?, arg(1)?);
+                ToolLoopEngine::before_tool_call(detector, &tool, &params, run_id.as_ref(), call_id.as_ref())?
+                    .into_any()
+            }
+            Self::AfterToolCall => {
+                let (result, error, run_id, call_id) = (given(2)?, given(3)?, given(4)?, given(5)?);
+                let (tool, params) = (arg(0)?, arg(1)?);
+                let (result, error, run_id, call_id) =
+                    (result.as_ref(), error.as_ref(), run_id.as_ref(), call_id.as_ref());
+                ToolLoopEngine::after_tool_call(detector, &tool, &params, result, error, run_id, call_id)?.into_any()
+            }
+            Self::RecordAction => {
+                let (duration, metadata) = (given(4)?, given(5)?);
+                let (action, params, result, success) = (arg(0)?, arg(1)?, arg(2)?, arg(3)?);
+                SessionEngine::record_action(
+                    session,
+                    &action,
+                    &params,
+                    &result,
+                    &success,
+                    duration.as_ref(),
+                    metadata.as_ref(),
+                )?;
+                py.None()
+            }
+            Self::MarkProgress => {
+                session.get().mark_progress(py, &arg(0)?)?;
+                py.None()
+            }
+            Self::RecordResponse => {
+                SessionEngine::record_response(session, &arg(0)?)?;
+                py.None()
+            }
+            Self::IsDoomLoop => PyBool::new(py, SessionEngine::is_doom_loop(session)?)
+                .to_owned()
+                .into_any()
+                .unbind(),
+        })
+    }
+}
+
 fn packed<'py>(py: Python<'py>, parts: [&[u8]; 4]) -> PyResult<Bound<'py, PyBytes>> {
     let blob =
         pack_monitor(parts).ok_or_else(|| snapshot_refused(py, "a part of the Monitor snapshot is 4 GiB or more"))?;
@@ -477,31 +578,30 @@ impl MonitorEngine {
             .call1(py, (slf, outcome, tool, params, hooked.step.saturating_sub(1)))
     }
 
-    /// One update of the session's blob in a shared store by a registry's tool hook
-    /// (`SharedUpdate`'s, in one call): restore what the store holds when another replica
+    /// One update of the session's blob in a shared store by a registry's detector hook
+    /// (`DetectorUpdate`'s, in one call): restore what the store holds when another replica
     /// changed only the detectors' state since `saved` (the blob this monitor stored last,
-    /// whose header part is `header`), run the tool-loop detector's hook (`after`: its
-    /// `after_tool_call`, else `before_tool_call`), and snapshot the monitor with that header.
-    /// Returns the hook's return and the new blob, or None, having changed nothing, when the
-    /// update needs the Python path: the header (the monitor's own state) or the chant part
-    /// differs from this monitor's, or a part cannot be restored here (that path reports it).
-    #[pyo3(signature = (data, saved, header, chant, after, tool, params, result, error, run_id, tool_call_id))]
-    #[allow(clippy::too_many_arguments)]
-    fn _tool_update<'py>(
+    /// whose header part is `header`), run the hook named `hook` with `args` (the tool-loop
+    /// detector's `before_tool_call` (tool, params, run_id, tool_call_id) or `after_tool_call`
+    /// (tool, params, result, error, run_id, tool_call_id); the session detector's
+    /// `record_action`, `mark_progress`, `record_response` or `is_doom_loop`, with their
+    /// positional arguments), and snapshot the monitor with that header. Returns the hook's
+    /// return and the new blob, or None, having changed nothing, when the update needs the
+    /// Python path: the header (the monitor's own state) or the chant part differs from this
+    /// monitor's, or a part cannot be restored here (that path reports it).
+    fn _hook_update<'py>(
         slf: &Bound<'py, Self>,
         data: &Bound<'py, PyBytes>,
         saved: Option<&Bound<'py, PyBytes>>,
         header: &Bound<'py, PyBytes>,
         chant: Option<&Bound<'py, ChantEngine>>,
-        after: bool,
-        tool: &Bound<'py, PyAny>,
-        params: &Bound<'py, PyAny>,
-        result: Option<&Bound<'py, PyAny>>,
-        error: Option<&Bound<'py, PyAny>>,
-        run_id: Option<&Bound<'py, PyAny>>,
-        tool_call_id: Option<&Bound<'py, PyAny>>,
+        hook: &Bound<'py, PyString>,
+        args: &Bound<'py, PyTuple>,
     ) -> PyResult<Option<(Py<PyAny>, Bound<'py, PyBytes>)>> {
         let py = slf.py();
+        let Some(hook) = DetectorHook::named(hook.to_str()?) else {
+            return Err(PyValueError::new_err(format!("no detector hook named {hook}")));
+        };
         let (detector, session) = {
             let parts = lock(py, &slf.get().parts);
             let (Some(tool), Some(session)) = (&parts.tool, &parts.session) else {
@@ -527,11 +627,7 @@ impl MonitorEngine {
                 return Ok(None);
             }
         }
-        let returned = if after {
-            ToolLoopEngine::after_tool_call(detector, tool, params, result, error, run_id, tool_call_id)?.into_any()
-        } else {
-            ToolLoopEngine::before_tool_call(detector, tool, params, run_id, tool_call_id)?.into_any()
-        };
+        let returned = hook.run(detector, session, args)?;
         let tool_part = detector.get().snapshot(py);
         let session_part = session.get().snapshot(py)?;
         let blob = packed(py, [header.as_bytes(), &tool_part, &session_part, &chant])?;

@@ -489,7 +489,7 @@ impl SessionEngine {
     /// Record one whole model response for REPEATED_OUTPUT: a chant inside it (windows never
     /// span two responses; the verdict stands until the next response starts), and alike
     /// responses turn after turn.
-    fn record_response(slf: &Bound<'_, Self>, text: &Bound<'_, PyAny>) -> PyResult<()> {
+    pub(crate) fn record_response(slf: &Bound<'_, Self>, text: &Bound<'_, PyAny>) -> PyResult<()> {
         Self::record_output(slf, text, true)
     }
 
@@ -507,7 +507,7 @@ impl SessionEngine {
     }
 
     /// Record a progress marker (it gates NO_PROGRESS and CIRCULAR_PLAN).
-    fn mark_progress(&self, py: Python<'_>, marker: &Bound<'_, PyAny>) -> PyResult<()> {
+    pub(crate) fn mark_progress(&self, py: Python<'_>, marker: &Bound<'_, PyAny>) -> PyResult<()> {
         if !marker.is_instance_of::<PyString>() {
             return Err(PyTypeError::new_err("marker must be a str"));
         }
