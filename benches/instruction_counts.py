@@ -408,6 +408,7 @@ GUARDED = [
     "token",
     "registry",
     "registry_store",
+    "registry_store_session",
     "blocked",
     "warned",
     "cycle_warned",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import inspect
 import threading
+import time
 import weakref
 from collections import Counter
 from typing import Any, List
@@ -429,14 +430,51 @@ def test_a_detector_hooks_one_extension_call_stores_what_the_python_path_stores(
 
 def test_a_detector_hooks_update_checks_its_hook_and_arguments() -> None:
     monitor = Monitor()
-    header = b"{}"
+    blob = monitor.to_bytes()
+    header = _monitor_parts(blob)[0]
     with pytest.raises(ValueError, match="no detector hook named record_plan"):
-        monitor._hook_update(b"", None, header, None, "record_plan", ("s",))
+        monitor._hook_update(blob, blob, header, None, "record_plan", ("s",))
     with pytest.raises(TypeError, match="takes 1 arguments, got 2"):
-        monitor._hook_update(b"", b"", header, None, "mark_progress", ("a", "b"))
-    # The hook's own check of its argument, after the update's: nothing is stored.
+        monitor._hook_update(blob, blob, header, None, "mark_progress", ("a", "b"))
+    # The hook's own check of its argument, after the update's.
     with pytest.raises(TypeError, match="marker must be a str"):
-        monitor._hook_update(b"", b"", header, None, "mark_progress", (3,))
+        monitor._hook_update(blob, blob, header, None, "mark_progress", (3,))
+    # Bytes that are not a Monitor snapshot are the Python path's to report.
+    assert monitor._hook_update(b"not a blob", blob, header, None, "is_doom_loop", ()) is None
+
+
+def test_the_detector_a_hook_left_alone_keeps_its_bytes_and_its_clock_moves_on() -> None:
+    # A tool hook writes the tool-loop part anew and keeps the session part but for its
+    # clock; a session hook keeps the tool-loop part's bytes as they were.
+    store = MemoryStore()
+    registry = SessionRegistry(store=store)
+    registry.before_tool_call("s", "read", {"path": "a"})
+    registry.record_action("s", "read", {"path": "a"}, "ok", True)
+
+    def parts() -> list[bytes]:
+        stored = store.load("s")
+        assert stored is not None
+        return list(_monitor_parts(stored.data))
+
+    def elapsed(part: bytes) -> float:
+        return float(DoomLoopDetector.from_bytes(part).get_stats()["elapsed_time"])
+
+    before = parts()
+    time.sleep(0.05)
+    registry.after_tool_call("s", "read", {"path": "a"}, result="ok")
+    after = parts()
+    assert after[1] != before[1]  # the tool-loop detector changed
+    assert after[2] != before[2] and len(after[2]) == len(before[2])
+    assert elapsed(after[2]) >= elapsed(before[2]) + 0.05  # the clock moved on, nothing else
+    session_stats = DoomLoopDetector.from_bytes(after[2]).get_stats()
+    assert session_stats["total_actions"] == 1
+    registry.record_action("s", "read", {"path": "b"}, "ok", True)
+    last = parts()
+    assert last[1] == after[1] and last[2] != after[2]
+    assert DoomLoopDetector.from_bytes(last[2]).get_stats()["total_actions"] == 2
+    # Another replica restores the kept bytes to the same state.
+    other = SessionRegistry(store=store)
+    assert other.get("s") is not None and other.get("s").tool_loop.get_stats() == registry.get("s").tool_loop.get_stats()
 
 
 def test_a_damaged_detector_part_under_an_unchanged_header_is_the_python_paths_to_report(

@@ -15,6 +15,7 @@ mod session;
 mod settings;
 mod tool_loop;
 mod tool_results;
+mod tracked;
 
 use pyo3::prelude::*;
 

@@ -613,11 +613,11 @@ impl MonitorEngine {
         // The chant detector's part is this monitor's own either way: its streams are not
         // shared through the store (a blob with another is the Python path's).
         let chant = chant.map(|c| c.get().snapshot(py)).unwrap_or_default();
+        let Ok([stored_header, tool_part, session_part, chant_part]) = monitor_parts(data.as_bytes()) else {
+            return Ok(None);
+        };
         let unchanged = saved.is_some_and(|saved| saved.is(data) || saved.as_bytes() == data.as_bytes());
         if !unchanged {
-            let Ok([stored_header, tool_part, session_part, chant_part]) = monitor_parts(data.as_bytes()) else {
-                return Ok(None);
-            };
             if stored_header != header.as_bytes() || chant_part != chant.as_slice() {
                 return Ok(None);
             }
@@ -628,8 +628,10 @@ impl MonitorEngine {
             }
         }
         let returned = hook.run(detector, session, args)?;
-        let tool_part = detector.get().snapshot(py);
-        let session_part = session.get().snapshot(py)?;
+        // Only the detector the hook changed is encoded: the other keeps its part's bytes
+        // (the session's with its clock read anew).
+        let tool_part = detector.get().snapshot_after(py, tool_part);
+        let session_part = session.get().snapshot_after(py, session_part)?;
         let blob = packed(py, [header.as_bytes(), &tool_part, &session_part, &chant])?;
         Ok(Some((returned, blob)))
     }

@@ -5,6 +5,7 @@
 //! episode hook) is only ever called with the lock released: a thread blocked on the lock
 //! while holding the GIL could otherwise deadlock with the holder waiting for the GIL.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
@@ -28,6 +29,7 @@ use crate::chunks::scan_text;
 use crate::errors::{restored_state, snapshot_bytes, snapshot_error, snapshot_refused};
 use crate::ffi::{exact, is_ascii, is_huge_negative, lock, str_length, substring, type_name, Exact};
 use crate::settings::checked;
+use crate::tracked::{Mark, Tracked};
 
 /// Strs longer than this (in code points) are not kept by the input memo (it would keep them
 /// alive as long as the detector).
@@ -91,7 +93,7 @@ type Episode = (&'static str, String, u64);
 
 #[pyclass(module = "doomloop._core", subclass, frozen)]
 pub struct SessionEngine {
-    state: Mutex<State>,
+    state: Mutex<Tracked<State>>,
     /// The checked settings it was built from (what a snapshot saves; shared with every
     /// detector built from equal values).
     settings: Arc<[Value]>,
@@ -288,7 +290,7 @@ impl SessionEngine {
     }
 
     #[inline]
-    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, State> {
+    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, Tracked<State>> {
         let state = lock(py, &self.state);
         self.loop_stands.store(false, Ordering::SeqCst);
         state
@@ -330,21 +332,41 @@ impl SessionEngine {
     /// `to_bytes()`'s bytes.
     pub(crate) fn snapshot(&self, py: Python<'_>) -> PyResult<Vec<u8>> {
         let now = self.now(py)?;
-        self.lock(py).snapshot(&self.settings, now).ok_or_else(|| {
+        self.sealed(py, &mut self.lock(py), now)
+    }
+
+    fn sealed(&self, py: Python<'_>, state: &mut Tracked<State>, now: f64) -> PyResult<Vec<u8>> {
+        let Some((bytes, clock_at)) = state.snapshot(&self.settings, now) else {
             // Nothing is wrong with any data: the state cannot be saved yet.
-            snapshot_refused(
+            return Err(snapshot_refused(
                 py,
                 "no snapshot while a response is being streamed (record_output_chunk since the last \
                  end_response): its output windows are not saved; call end_response() first",
-            )
-        })
+            ));
+        };
+        Tracked::mark(state, Mark::of(&bytes, clock_at));
+        Ok(bytes)
+    }
+
+    /// A snapshot of the state now, given `part`, the snapshot it was last restored from or
+    /// saved to: while no hook changed the state since, `part` with the session clock read
+    /// anew (the one field that moves), else encoded anew.
+    pub(crate) fn snapshot_after<'a>(&self, py: Python<'_>, part: &'a [u8]) -> PyResult<Cow<'a, [u8]>> {
+        let now = self.now(py)?;
+        let mut state = self.lock(py);
+        if let Some(unchanged) = Tracked::unchanged_snapshot(&mut state, part, |state| state.elapsed(now)) {
+            return Ok(unchanged);
+        }
+        Ok(Cow::Owned(self.sealed(py, &mut state, now)?))
     }
 
     /// `_restore(data)` of the snapshot's bytes.
     pub(crate) fn restore(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
         let read = |data: &[u8]| Session::restore(data, self.now(py)?).map_err(|e| snapshot_error(py, e));
-        let (restored, _) = restored_state(data, read, |(_, settings)| settings[..] == self.settings[..])?;
-        self.lock(py).session = restored;
+        let (restored, _, clock_at) = restored_state(data, read, |(_, settings, _)| settings[..] == self.settings[..])?;
+        let mut state = self.lock(py);
+        state.session = restored;
+        Tracked::mark(&mut state, Mark::of(data, clock_at));
         Ok(())
     }
 
@@ -453,10 +475,10 @@ impl SessionEngine {
             compares_arguments: session_config.compares_arguments(),
             names_actions: session_config.names_actions(),
             digests_failures: session_config.failures_by_arguments,
-            state: Mutex::new(State {
+            state: Mutex::new(Tracked::new(State {
                 session: Session::new(session_config),
                 memo: InputMemo::default(),
-            }),
+            })),
             settings: shared(settings),
             clock,
             on_episode: _on_episode,

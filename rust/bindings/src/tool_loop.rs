@@ -6,6 +6,7 @@
 //! (user normalisers, the send-like predicate, the logging hooks) only ever runs with the
 //! session lock released.
 
+use std::borrow::Cow;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use compact_str::CompactString;
@@ -28,6 +29,7 @@ use crate::errors::{restored_state, snapshot_bytes, snapshot_error};
 use crate::ffi::{lock, type_name};
 use crate::settings::{checked, checked_one};
 use crate::tool_results::{normalise, parse_call, Call, CallMemo, Normalised, Rules};
+use crate::tracked::{Mark, Tracked};
 
 // ---------------------------------------------------------------------------------------
 // Verdict types
@@ -366,7 +368,7 @@ impl Wording {
 
 #[pyclass(module = "doomloop._core", subclass, frozen)]
 pub struct ToolLoopEngine {
-    state: Mutex<NamedSession>,
+    state: Mutex<Tracked<NamedSession>>,
     rules: Option<Box<Rules>>,
     memo: Mutex<CallMemo>,
     /// Called (lock released) with the detector and each decision that emits a warning or
@@ -436,13 +438,28 @@ impl ToolLoopEngine {
     }
 
     #[inline]
-    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, NamedSession> {
+    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, Tracked<NamedSession>> {
         lock(py, &self.state)
     }
 
     /// `to_bytes()`'s bytes.
     pub(crate) fn snapshot(&self, py: Python<'_>) -> Vec<u8> {
-        self.lock(py).to_snapshot()
+        let mut state = self.lock(py);
+        let bytes = state.to_snapshot();
+        Tracked::mark(&mut state, Mark::of(&bytes, None));
+        bytes
+    }
+
+    /// A snapshot of the state now, given `part`, the snapshot it was last restored from or
+    /// saved to: `part` itself while no hook changed the state since, else encoded anew.
+    pub(crate) fn snapshot_after<'a>(&self, py: Python<'_>, part: &'a [u8]) -> Cow<'a, [u8]> {
+        let mut state = self.lock(py);
+        if let Some(unchanged) = Tracked::unchanged_snapshot(&mut state, part, |_| 0.0) {
+            return unchanged;
+        }
+        let bytes = state.to_snapshot();
+        Tracked::mark(&mut state, Mark::of(&bytes, None));
+        Cow::Owned(bytes)
     }
 
     /// `_restore(data)` of the snapshot's bytes.
@@ -450,7 +467,7 @@ impl ToolLoopEngine {
         let read = |data: &[u8]| NamedSession::from_snapshot(data).map_err(|e| snapshot_error(py, e));
         // A detector's settings never change: they need not be compared under the swap's lock.
         let restored = restored_state(data, read, |restored| restored.settings() == self.lock(py).settings())?;
-        *self.lock(py) = restored;
+        Tracked::restored(&mut self.lock(py), restored, Mark::of(data, None));
         Ok(())
     }
 
@@ -565,7 +582,7 @@ impl ToolLoopEngine {
         let (session, fixes) = NamedSession::new(checked(&TOOL_LOOP, settings)?);
         Ok(ToolLoopEngine {
             plain_by_value: session.config().hash_plain_results,
-            state: Mutex::new(session),
+            state: Mutex::new(Tracked::new(session)),
             rules: Rules::from_options(tool_aliases, known_poll_tools, volatile_keys, normalisers, send_like)?,
             memo: Mutex::default(),
             on_loop: _on_loop,

@@ -186,6 +186,11 @@ impl Writer {
         self.u8(u8::from(v));
     }
 
+    /// Offset in the sealed snapshot of what is written next (the header comes first).
+    pub fn position(&self) -> usize {
+        self.buf.len()
+    }
+
     pub fn opt_u64(&mut self, v: Option<u64>) {
         match v {
             Some(v) => {
@@ -236,6 +241,8 @@ impl Writer {
 /// Decoder of a snapshot body: every read names what it was reading when the data ends.
 pub struct Reader<'a> {
     data: &'a [u8],
+    /// Offset of `data` in the snapshot read.
+    offset: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -245,7 +252,13 @@ impl<'a> Reader<'a> {
         }
         let (head, rest) = self.data.split_at(n);
         self.data = rest;
+        self.offset += n;
         Ok(head)
+    }
+
+    /// Offset in the snapshot of what is read next.
+    pub fn position(&self) -> usize {
+        self.offset
     }
 
     fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], SnapshotError> {
@@ -381,7 +394,7 @@ pub fn seal(kind: SnapshotKind, schema: &Schema, write: impl FnOnce(&mut Writer)
 
 /// The body of a snapshot of `kind` under `schema`, after checking the header and checksum.
 pub fn open<'a>(data: &'a [u8], kind: SnapshotKind, schema: &Schema) -> Result<Reader<'a>, SnapshotError> {
-    let mut header = Reader { data };
+    let mut header = Reader { data, offset: 0 };
     if data.len() < 4 || &data[..4] != MAGIC {
         return Err(SnapshotError::NotASnapshot);
     }
@@ -419,7 +432,31 @@ pub fn open<'a>(data: &'a [u8], kind: SnapshotKind, schema: &Schema) -> Result<R
     }
     Ok(Reader {
         data: &data[HEADER_LEN..signed],
+        offset: HEADER_LEN,
     })
+}
+
+/// The checksum a sealed snapshot ends with; None for bytes too short to be one.
+pub fn sealed_checksum(data: &[u8]) -> Option<u64> {
+    let tail = data.len().checked_sub(CHECKSUM_LEN).filter(|&at| at >= HEADER_LEN)?;
+    let mut stored = [0u8; CHECKSUM_LEN];
+    stored.copy_from_slice(data.get(tail..)?);
+    Some(u64::from_le_bytes(stored))
+}
+
+/// `data`, a sealed snapshot, with the f64 written at offset `at` replaced by `value` and
+/// the checksum made anew (a snapshot whose state is unchanged but for a clock reading);
+/// None when `at` is not inside the body.
+pub fn resealed_with_f64(data: &[u8], at: usize, value: f64) -> Option<Vec<u8>> {
+    let signed = data.len().checked_sub(CHECKSUM_LEN)?;
+    if at < HEADER_LEN || at.checked_add(8)? > signed {
+        return None;
+    }
+    let mut out = data.to_vec();
+    out.get_mut(at..at + 8)?.copy_from_slice(&value.to_bits().to_le_bytes());
+    let checksum = xxh3_64(out.get(..signed)?);
+    out.get_mut(signed..)?.copy_from_slice(&checksum.to_le_bytes());
+    Some(out)
 }
 
 /// A state that can be saved in and restored from a snapshot.

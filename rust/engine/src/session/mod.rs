@@ -1007,6 +1007,40 @@ mod tests {
         assert_eq!(Recovery::RetryDifferent.name(), "retry_different");
     }
 
+    #[test]
+    fn a_snapshot_resealed_with_a_later_clock_is_the_later_snapshot() {
+        use crate::snapshot::{resealed_with_f64, sealed_checksum};
+        let values = SESSION.defaults();
+        let mut s = Session::new(SessionConfig::from_values(&values));
+        let Some((fresh, None)) = s.snapshot(&values, 5.0) else {
+            panic!("a session not started has no clock in its snapshot");
+        };
+        s.start(10.0);
+        act(&mut s, 1, 2, 3, true);
+        act(&mut s, 4, 2, 5, false);
+        let (early, Some(at)) = s.snapshot(&values, 12.5).unwrap() else {
+            panic!("a started session's snapshot has its clock");
+        };
+        let (late, clock_at) = s.snapshot(&values, 40.0).unwrap();
+        assert_eq!(clock_at, Some(at));
+        assert_ne!(early, late);
+        assert_eq!(resealed_with_f64(&early, at, 30.0).unwrap(), late);
+        assert_eq!(
+            sealed_checksum(&late),
+            Some(u64::from_le_bytes(late[late.len() - 8..].try_into().unwrap()))
+        );
+        // Restoring reads the clock where the snapshot wrote it.
+        let (restored, _, restored_at) = Session::restore(&late, 100.0).unwrap();
+        assert_eq!(restored_at, Some(at));
+        assert_eq!(restored.elapsed(100.0), 30.0);
+        assert!(Session::restore(&fresh, 0.0).unwrap().2.is_none());
+        // Only an f64 wholly inside the body is replaced.
+        for bad in [0, 3, late.len() - 8, late.len() - 12, usize::MAX - 4] {
+            assert!(resealed_with_f64(&late, bad, 1.0).is_none(), "{bad}");
+        }
+        assert_eq!(sealed_checksum(b"DLSN"), None);
+    }
+
     const T: f64 = 1000.0;
 
     fn session(config: SessionConfig) -> Session {

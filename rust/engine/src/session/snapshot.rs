@@ -84,14 +84,17 @@ fn loop_type_of(byte: u8) -> Result<LoopType, SnapshotError> {
 
 impl Session {
     /// The state as a snapshot under the checked [`SESSION`] values it was built
-    /// from. The session clock is saved as the time elapsed at `now`, so a restored detector
-    /// keeps counting from there on whatever clock it gets. `None` in the middle of a
+    /// from, and the offset in it of the session clock's f64 (None: the clock is not
+    /// started). The session clock is saved as the time elapsed at `now`, so a restored
+    /// detector keeps counting from there on whatever clock it gets; a snapshot of the same
+    /// state later differs only there (see `resealed_with_f64`). `None` in the middle of a
     /// streamed response (its windows are not saved): end the response first.
-    pub fn snapshot(&self, settings: &[Value], now: f64) -> Option<Vec<u8>> {
+    pub fn snapshot(&self, settings: &[Value], now: f64) -> Option<(Vec<u8>, Option<usize>)> {
         if self.output_open {
             return None;
         }
-        Some(seal(SnapshotKind::Session, &SESSION, |w| {
+        let mut clock_at = None;
+        let bytes = seal(SnapshotKind::Session, &SESSION, |w| {
             w.settings(settings);
             let records: Vec<&ActionRecord> = self.history.iter_newest_first().collect();
             w.len(records.len());
@@ -125,6 +128,7 @@ impl Session {
             match self.started_at {
                 Some(start) => {
                     w.u8(1);
+                    clock_at = Some(w.position());
                     w.f64(now - start);
                 }
                 None => w.u8(0),
@@ -183,12 +187,13 @@ impl Session {
                 }
                 None => w.u8(0),
             }
-        }))
+        });
+        Some((bytes, clock_at))
     }
 
-    /// The session a [`Session::snapshot`] saved, its clock restarted at `now`, and the
-    /// settings it was made with.
-    pub fn restore(data: &[u8], now: f64) -> Result<(Session, Vec<Value>), SnapshotError> {
+    /// The session a [`Session::snapshot`] saved, its clock restarted at `now`, the settings
+    /// it was made with, and the offset of its clock's f64 in `data` (as `snapshot` gives it).
+    pub fn restore(data: &[u8], now: f64) -> Result<(Session, Vec<Value>, Option<usize>), SnapshotError> {
         let mut r = open(data, SnapshotKind::Session, &SESSION)?;
         let settings = r.settings(&SESSION)?;
         let config = SessionConfig::from_values(&settings);
@@ -241,9 +246,11 @@ impl Session {
             s.plan_order.push_back(digest);
         }
         s.last_plan = r.opt_u64("the last plan state")?;
+        let mut clock_at = None;
         s.started_at = match r.u8("the session clock")? {
             0 => None,
             1 => {
+                clock_at = Some(r.position());
                 let elapsed = r.f64("the session clock")?;
                 if !elapsed.is_finite() {
                     return Err(invalid("the session's elapsed time is not finite"));
@@ -340,6 +347,6 @@ impl Session {
             }));
         }
         r.finish()?;
-        Ok((s, settings))
+        Ok((s, settings, clock_at))
     }
 }
