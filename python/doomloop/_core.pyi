@@ -11,6 +11,7 @@ __all__ = [
     "CHANT_DETACH_THRESHOLD",
     "COMPACTION_DETECTOR",
     "ChantEngine",
+    "EventDecoder",
     "GuardEngine",
     "GuardVerdict",
     "HASH_DETACH_THRESHOLD",
@@ -469,6 +470,18 @@ class TextGuard:
     ) -> TextGuard: ...
     def __iter__(self) -> TextGuard: ...
     def __next__(self) -> str: ...
+
+@final
+class EventDecoder:
+    """Reads the ``tool_call`` lines of doomloop's event format for ``doomloop.traces.events``
+    (every other line is left to the Python reader, whose rules it applies)."""
+
+    def __new__(cls) -> EventDecoder: ...
+    def tool_call(self, raw: bytes, line: Any, /) -> Optional[Tuple[Optional[str], Optional[str], dict[str, Any], bool]]:
+        """``(session, run, fields, pending)`` of a ``tool_call`` line the reader's rules read
+        without a problem: the session key, the run id, the fields of its ``Step`` (``line``
+        among them) and whether the call awaits a ``tool_result``; None for any other line."""
+        ...
 
 @final
 class ToolPolicies:

@@ -19,11 +19,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
+from .._core import EventDecoder
 from .decode import dumps, kind, tokens
 from .records import Run, Step, _new, _set, new_step
-from .source import Report
+from .source import Report, decoded_line
 
-__all__ = ["NAME", "VERSION", "looks_like", "runs"]
+__all__ = ["NAME", "VERSION", "looks_like", "runs", "runs_of_lines"]
 
 NAME = "doomloop"
 VERSION = 1
@@ -48,96 +49,136 @@ def looks_like(value: Any) -> int:
 
 def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: Optional[str]) -> Iterator[Run]:
     """The runs of a file's events (see the module's documentation)."""
-    # One loop with the common events inline: a Python function call costs more than
-    # reading a tool_call event's fields, and this loop runs once per line of the file.
     sessions: Dict[Any, _Session] = {}
     for line, event in records:
-        if type(event) is not dict:
-            report(f"an event must be a JSON object, got {kind(event)}", line)
-            continue
-        get = event.get
-        if get("v") != VERSION:
-            report(f"v: expected {VERSION}, got {get('v')!r}", line)
-            continue
-        type_ = get("type")
-        if type_ not in TYPES:
-            report(f"type: unknown event type {type_!r}", line)
-            continue
-        key = get("session")
-        if key is not None and type(key) is not str:
-            report(f"session: expected a string, got {kind(key)}", line)
-            continue
-        state = sessions.get(key)
-        if state is None:
-            run_id = get("run")
-            state = sessions[key] = _Session(run_id if type(run_id) is str else None)
-        if type_ == "tool_call":
-            tool = get("tool")
-            call_id = get("call_id")
-            if type(tool) is not str or (call_id is not None and type(call_id) is not str):
-                report(
-                    f"tool: expected a string, got {kind(tool)}"
-                    if type(tool) is not str
-                    else f"call_id: expected a string, got {kind(call_id)}",
-                    line,
-                )
-                continue
-            ts = get("ts")
-            started = ts if ts is None or type(ts) is float else _time(ts, report, line)
-            thought = get("thought")
-            usage = get("usage")
-            given, produced = (None, None) if usage is None else tokens(usage)
-            if "result" in event or "error" in event:
-                result, error, returncode, is_error = _outcome(event)
-                ended = get("ended")
-                ended = started if ended is None else ended if type(ended) is float else _time(ended, report, line)
-            else:
-                result = error = returncode = ended = None
-                is_error = False
-                if call_id is not None:
-                    state.pending[call_id] = len(state.steps)
-            step = _new(Step)
-            _set(
-                step,
-                "__dict__",
-                {
-                    "tool": tool,
-                    "arguments": get("arguments"),
-                    "call_id": call_id,
-                    "thought": thought if thought is None or type(thought) is str else None,
-                    "result_text": result,
-                    "returncode": returncode,
-                    "is_error": is_error,
-                    "kind": "tool",
-                    "text": None,
-                    "error": error,
-                    "input_tokens": given,
-                    "output_tokens": produced,
-                    "started": started,
-                    "ended": ended,
-                    "line": line,
-                },
-            )
-            state.steps.append(step)
-        elif type_ == "tool_result":
-            _result(event, state, report, line)
-        elif type_ != "end":  # user, assistant, compaction
-            text = get("text")
-            if text is not None and type(text) is not str:
-                report(f"text: expected a string, got {kind(text)}", line)
-                continue
-            given, produced = tokens(get("usage"))
-            ts = _time(get("ts"), report, line)
-            state.steps.append(
-                new_step(None, None, None, None, None, None, False, type_, text, None, given, produced, ts, ts, line)
-            )
-        else:
-            status = get("status")
-            state.exit_status = status if type(status) is str else None
-            del sessions[key]
-            yield _run(key, state, source)
+        ended = _event(sessions, line, event, report)
+        if ended is not None:
+            yield _run(*ended, source)
     for key, state in sessions.items():
         yield _run(key, state, source)
+
+
+def runs_of_lines(
+    held: Iterable[Tuple[Optional[int], Any]], lines: Iterable[Tuple[int, bytes]], report: Report, source: Optional[str]
+) -> Iterator[Run]:
+    """:func:`runs` of the records already decoded (``held``), then of the file's lines not
+    decoded yet: a ``tool_call`` line that the reader's rules read without a problem is read in
+    Rust (``EventDecoder``: a scan reads one per call, and decoding it to Python objects cost
+    several times what the detectors do with the call); every other line is decoded and read
+    here, so the runs, and what is reported, are those of :func:`runs`."""
+    sessions: Dict[Any, _Session] = {}
+    for line, event in held:
+        ended = _event(sessions, line, event, report)
+        if ended is not None:
+            yield _run(*ended, source)
+    tool_call = EventDecoder().tool_call
+    for line, raw in lines:
+        read = tool_call(raw, line)
+        if read is None:
+            record = decoded_line(line, raw, report)
+            ended = None if record is None else _event(sessions, line, record[1], report)
+            if ended is not None:
+                yield _run(*ended, source)
+            continue
+        key, run_id, fields, pending = read
+        state = sessions.get(key)
+        if state is None:
+            state = sessions[key] = _Session(run_id)
+        if pending:
+            state.pending[fields["call_id"]] = len(state.steps)
+        step = _new(Step)
+        _set(step, "__dict__", fields)
+        state.steps.append(step)
+    for key, state in sessions.items():
+        yield _run(key, state, source)
+
+
+def _event(sessions: Dict[Any, _Session], line: Optional[int], event: Any, report: Report) -> Optional[Tuple[Any, _Session]]:
+    """Read one decoded event into its session; an ``end`` event's (key, session), which it
+    closes, else None."""
+    if type(event) is not dict:
+        report(f"an event must be a JSON object, got {kind(event)}", line)
+        return None
+    get = event.get
+    if get("v") != VERSION:
+        report(f"v: expected {VERSION}, got {get('v')!r}", line)
+        return None
+    type_ = get("type")
+    if type_ not in TYPES:
+        report(f"type: unknown event type {type_!r}", line)
+        return None
+    key = get("session")
+    if key is not None and type(key) is not str:
+        report(f"session: expected a string, got {kind(key)}", line)
+        return None
+    state = sessions.get(key)
+    if state is None:
+        run_id = get("run")
+        state = sessions[key] = _Session(run_id if type(run_id) is str else None)
+    if type_ == "tool_call":
+        tool = get("tool")
+        call_id = get("call_id")
+        if type(tool) is not str or (call_id is not None and type(call_id) is not str):
+            report(
+                f"tool: expected a string, got {kind(tool)}"
+                if type(tool) is not str
+                else f"call_id: expected a string, got {kind(call_id)}",
+                line,
+            )
+            return None
+        ts = get("ts")
+        started = ts if ts is None or type(ts) is float else _time(ts, report, line)
+        thought = get("thought")
+        usage = get("usage")
+        given, produced = (None, None) if usage is None else tokens(usage)
+        if "result" in event or "error" in event:
+            result, error, returncode, is_error = _outcome(event)
+            ended = get("ended")
+            ended = started if ended is None else ended if type(ended) is float else _time(ended, report, line)
+        else:
+            result = error = returncode = ended = None
+            is_error = False
+            if call_id is not None:
+                state.pending[call_id] = len(state.steps)
+        step = _new(Step)
+        _set(
+            step,
+            "__dict__",
+            {
+                "tool": tool,
+                "arguments": get("arguments"),
+                "call_id": call_id,
+                "thought": thought if thought is None or type(thought) is str else None,
+                "result_text": result,
+                "returncode": returncode,
+                "is_error": is_error,
+                "kind": "tool",
+                "text": None,
+                "error": error,
+                "input_tokens": given,
+                "output_tokens": produced,
+                "started": started,
+                "ended": ended,
+                "line": line,
+            },
+        )
+        state.steps.append(step)
+    elif type_ == "tool_result":
+        _result(event, state, report, line)
+    elif type_ != "end":  # user, assistant, compaction
+        text = get("text")
+        if text is not None and type(text) is not str:
+            report(f"text: expected a string, got {kind(text)}", line)
+            return None
+        given, produced = tokens(get("usage"))
+        ts = _time(get("ts"), report, line)
+        state.steps.append(new_step(None, None, None, None, None, None, False, type_, text, None, given, produced, ts, ts, line))
+    else:
+        status = get("status")
+        state.exit_status = status if type(status) is str else None
+        del sessions[key]
+        return key, state
+    return None
 
 
 def _run(key: Optional[str], state: _Session, source: Optional[str]) -> Run:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 from . import anthropic, events, openai_chat, openai_responses, otlp, runs
 from .errors import TraceFormatError
 from .records import Run
-from .source import MAX_LINE_BYTES, Report, Source, open_source, records
+from .source import MAX_LINE_BYTES, Records, Report, Source, open_source
 
 __all__ = ["FORMATS", "SNIFF_RECORDS", "read", "sniff"]
 
@@ -70,13 +70,21 @@ def _read(source: Source, format: str, reporter: Callable[[str], Report], max_li
     stream, name, close = open_source(source)
     try:
         report = reporter(name)
-        found = records(stream, report, max_line_bytes)
+        found = Records(stream, report, max_line_bytes)
+        held: List[Tuple[Optional[int], Any]] = []
         if format == "auto":
-            sniffed, held = _sniff(found, name)
+            sniffed, held = _sniff(iter(found), name)
             if sniffed is None:
                 return
-            format, found = sniffed, chain(held, found)
-        yield from _READERS[format].runs(found, report, name)
+            format = sniffed
+        reader = _READERS[format]
+        # A reader that reads JSON Lines itself (the event format's, in Rust) takes the lines
+        # the sniffing left undecoded.
+        lines = found.raw_lines() if hasattr(reader, "runs_of_lines") else None
+        if lines is None:
+            yield from reader.runs(chain(held, found), report, name)
+        else:
+            yield from reader.runs_of_lines(held, lines, report, name)
     finally:
         close()
 
@@ -97,7 +105,7 @@ def sniff(source: Source, *, max_line_bytes: int = MAX_LINE_BYTES) -> Optional[s
     no records. Raises :class:`TraceFormatError` when no format fits or several do."""
     stream, name, close = open_source(source)
     try:
-        found = records(stream, lambda problem, line: None, max_line_bytes)
+        found = iter(Records(stream, lambda problem, line: None, max_line_bytes))
         return _sniff(found, name)[0]
     finally:
         close()

@@ -20,7 +20,7 @@ from typing import IO, Any, Callable, Iterator, List, Optional, Tuple, Union
 from .decode import JSONDecodeError, loads, not_json
 from .errors import TraceFormatError
 
-__all__ = ["MAX_LINE_BYTES", "Report", "Source", "open_source", "records"]
+__all__ = ["MAX_LINE_BYTES", "Records", "Report", "Source", "decoded_line", "open_source"]
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """The default bound on one record: a line of JSON Lines, or a whole JSON document (64 MiB)."""
@@ -89,27 +89,79 @@ def open_source(source: Source) -> Tuple[IO[bytes], str, Callable[[], None]]:
     return stream, name, close
 
 
-def records(stream: IO[bytes], report: Report, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[Tuple[Optional[int], Any]]:
-    """Yield ``(line, value)`` for each decoded record of ``stream``: each non-blank line of
-    JSON Lines with its 1-based number, or one JSON document with line None. A line that is
-    not JSON, not UTF-8 or longer than ``max_line_bytes`` is reported and skipped."""
-    lines = _lines(stream, report, max_line_bytes)
-    # The first two non-blank lines decide between JSON Lines and one document.
-    held: List[Tuple[int, bytes]] = []
-    for number, raw in lines:
-        held.append((number, raw))
-        if _decodes(raw) or len(held) == 2:
-            break
-    if len(held) == 2 and not _decodes(held[0][1]) and not _decodes(held[1][1]) and held[0][1].lstrip()[:1] in (b"[", b"{"):
-        yield from _document(held, stream, report, max_line_bytes)
-        return
-    for number, raw in chain(held, lines):
-        try:
-            value = loads(raw)
-        except (JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
-            report(not_json(raw, error), number)
-            continue
-        yield number, value
+class Records:
+    """The decoded records of ``stream``, as ``(line, value)``: each non-blank line of JSON
+    Lines with its 1-based number, or one JSON document with line None. A line that is not
+    JSON, not UTF-8 or longer than ``max_line_bytes`` is reported and skipped.
+
+    A reader that decodes lines itself (the event format's) takes the lines not decoded yet
+    with :meth:`raw_lines`, once the format is known."""
+
+    def __init__(self, stream: IO[bytes], report: Report, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self._stream = stream
+        self._report = report
+        self._max_line_bytes = max_line_bytes
+        self._lines = _lines(stream, report, max_line_bytes)
+        # Lines read ahead (to tell JSON Lines from one document) and not decoded yet.
+        self._ahead: List[Tuple[int, bytes]] = []
+        self._values: Optional[Iterator[Tuple[Optional[int], Any]]] = None
+        self._document = False
+
+    def __iter__(self) -> Iterator[Tuple[Optional[int], Any]]:
+        # The generator itself: iterating costs no method call per record.
+        if self._values is None:
+            self._values = self._start()
+        return self._values
+
+    def raw_lines(self) -> Optional[Iterator[Tuple[int, bytes]]]:
+        """The numbered lines not decoded yet, handed over (iterating the records yields
+        nothing more); None when the stream is one JSON document."""
+        iter(self)
+        if self._document:
+            return None
+        self._values = iter(())
+        ahead, self._ahead = self._ahead, []
+        return chain(ahead, self._lines)
+
+    def _start(self) -> Iterator[Tuple[Optional[int], Any]]:
+        # The first two non-blank lines decide between JSON Lines and one document.
+        held = self._ahead
+        for number, raw in self._lines:
+            held.append((number, raw))
+            if _decodes(raw) or len(held) == 2:
+                break
+        if len(held) == 2 and not _decodes(held[0][1]) and not _decodes(held[1][1]) and held[0][1].lstrip()[:1] in (b"[", b"{"):
+            self._document = True
+            self._ahead = []
+            return _document(held, self._stream, self._report, self._max_line_bytes)
+        return self._decoded()
+
+    def _decoded(self) -> Iterator[Tuple[Optional[int], Any]]:
+        report = self._report
+        for number, raw in self._unread():
+            record = decoded_line(number, raw, report)
+            if record is not None:
+                yield record
+
+    def _unread(self) -> Iterator[Tuple[int, bytes]]:
+        # The lines read ahead, then the rest (each taken off before it is handed on, so that
+        # raw_lines hands over exactly what is left). Not `yield from`: closing this generator
+        # (dropped when raw_lines hands over) would close the line reader with it.
+        ahead = self._ahead
+        while ahead:
+            yield ahead.pop(0)
+        for line in self._lines:  # noqa: UP028 - see above
+            yield line
+
+
+def decoded_line(number: int, raw: bytes, report: Report) -> Optional[Tuple[int, Any]]:
+    """``(number, value)`` of one line of JSON Lines; None for a line that is not JSON or not
+    UTF-8, which is reported."""
+    try:
+        return number, loads(raw)
+    except (JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+        report(not_json(raw, error), number)
+        return None
 
 
 def _decodes(raw: bytes) -> bool:

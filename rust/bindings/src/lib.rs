@@ -15,6 +15,7 @@ mod session;
 mod settings;
 mod tool_loop;
 mod tool_results;
+mod trace_events;
 mod tracked;
 
 use pyo3::prelude::*;
@@ -66,6 +67,9 @@ mod _core {
 
     #[pymodule_export]
     const COMPACTION_DETECTOR: &str = doomloop_engine::tool_loop::COMPACTION_DETECTOR;
+
+    #[pymodule_export]
+    use crate::trace_events::EventDecoder;
 
     #[pymodule_export]
     use crate::chant::{ChantEngine, TextGuard};

@@ -13,5 +13,6 @@ pub mod settings;
 pub mod snapshot;
 pub mod tool_loop;
 pub mod tool_result;
+pub mod trace_event;
 pub mod unknown_tool;
 pub mod volatile;
