@@ -477,10 +477,14 @@ class EventDecoder:
     (every other line is left to the Python reader, whose rules it applies)."""
 
     def __new__(cls) -> EventDecoder: ...
-    def tool_call(self, raw: bytes, line: Any, /) -> Optional[Tuple[Optional[str], Optional[str], dict[str, Any], bool]]:
-        """``(session, run, fields, pending)`` of a ``tool_call`` line the reader's rules read
-        without a problem: the session key, the run id, the fields of its ``Step`` (``line``
-        among them) and whether the call awaits a ``tool_result``; None for any other line."""
+    def tool_call(
+        self, raw: bytes, line: Any, /
+    ) -> Optional[Tuple[Optional[str], Optional[str], dict[str, Any], bool, Optional[Tuple[Any, Any, bool]]]]:
+        """``(session, run, fields, pending, times)`` of a ``tool_call`` line the reader's rules
+        read without a problem: the session key, the run id, the fields of its ``Step``
+        (``line`` among them), whether the call awaits a ``tool_result``, and None, or when a
+        time is text, ``(ts, ended, has_outcome)`` as the event gives them for the reader to
+        convert; None for any other line."""
         ...
 
 @final

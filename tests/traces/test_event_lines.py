@@ -76,6 +76,9 @@ EVENTS = st.fixed_dictionaries(
 )
 # A tool_call of the types the format gives (what the Rust reader reads), with the edge values
 # of those types.
+# Times as text: RFC 3339 with and without an offset, the other forms fromisoformat takes, and
+# text that is not a time (reported).
+TIMES = st.sampled_from(["2026-01-01T00:00:00Z", "2026-01-01 10:00:00.5+02:00", "2026-01-01", "2026-W01-1", "nope", ""])
 COUNT = st.one_of(st.integers(min_value=0, max_value=2**64 - 1), st.sampled_from([-1, None, True, 2.0]))
 GOOD_FIELDS = {
     "session": st.sampled_from(["a", "b", None]),
@@ -85,9 +88,9 @@ GOOD_FIELDS = {
     "arguments": JSON,
     "thought": st.one_of(TEXT, st.sampled_from([None, 3, ["x"]])),
     "ts": st.one_of(
-        st.floats(allow_nan=False, allow_infinity=False), st.integers(min_value=-(2**66), max_value=2**66), st.none()
+        st.floats(allow_nan=False, allow_infinity=False), st.integers(min_value=-(2**66), max_value=2**66), st.none(), TIMES
     ),
-    "ended": st.one_of(st.floats(min_value=0, max_value=2e9), st.integers(min_value=0, max_value=2**40), st.none()),
+    "ended": st.one_of(st.floats(min_value=0, max_value=2e9), st.integers(min_value=0, max_value=2**40), st.none(), TIMES),
     "result": st.one_of(TEXT, st.none()),
     "error": st.one_of(TEXT, st.none()),
     "returncode": st.one_of(st.integers(min_value=-(2**65), max_value=2**65), st.sampled_from([None, True, 1.5, "1"])),

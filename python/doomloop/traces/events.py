@@ -80,7 +80,13 @@ def runs_of_lines(
             if ended is not None:
                 yield _run(*ended, source)
             continue
-        key, run_id, fields, pending = read
+        key, run_id, fields, pending, times = read
+        if times is not None:
+            # A time as text: converted (or reported) as the Python reader does.
+            ts, ended, has_outcome = times
+            started = fields["started"] = ts if ts is None or type(ts) is float else _time(ts, report, line)
+            if has_outcome:
+                fields["ended"] = started if ended is None else ended if type(ended) is float else _time(ended, report, line)
         state = sessions.get(key)
         if state is None:
             state = sessions[key] = _Session(run_id)

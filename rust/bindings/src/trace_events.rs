@@ -7,7 +7,7 @@
 use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 
-use doomloop_engine::trace_event::{self, ToolCall};
+use doomloop_engine::trace_event::{self, Time, ToolCall};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple};
@@ -76,10 +76,12 @@ impl EventDecoder {
         })
     }
 
-    /// `(session, run, fields, pending)` of a `tool_call` line the event reader's rules read
-    /// without a problem: the session key, the run id (None unless a string), the fields of
-    /// its `Step` (a dict in the order of `Step`'s fields, `line` among them), and whether the
-    /// call awaits a `tool_result` (no outcome, and an id). None for any other line.
+    /// `(session, run, fields, pending, times)` of a `tool_call` line the event reader's rules
+    /// read without a problem: the session key, the run id (None unless a string), the fields
+    /// of its `Step` (a dict in the order of `Step`'s fields, `line` among them), whether the
+    /// call awaits a `tool_result` (no outcome, and an id), and None, or, when a time is text
+    /// (which the Python reader converts), `(ts, ended, has_outcome)` as the event gives them,
+    /// `started` and `ended` left None in `fields`. None for any other line.
     #[pyo3(signature = (raw, line, /))]
     fn tool_call<'py>(
         &self,
@@ -119,7 +121,26 @@ impl EventDecoder {
         let session = call.session.as_deref().into_pyobject(py)?.into_any();
         let run = call.run.as_deref().into_pyobject(py)?.into_any();
         let pending = pending.into_pyobject(py)?.to_owned().into_any();
-        Ok(Some(PyTuple::new(py, [session, run, fields.into_any(), pending])?))
+        let times = match call.seconds() {
+            Some((started, ended)) => {
+                if let Some(started) = started {
+                    fields.set_item(intern!(py, "started"), started)?;
+                }
+                if let Some(ended) = ended {
+                    fields.set_item(intern!(py, "ended"), ended)?;
+                }
+                py.None().into_bound(py)
+            }
+            None => {
+                let ended = call.outcome.as_ref().and_then(|outcome| outcome.ended.as_ref());
+                let has_outcome = call.outcome.is_some().into_pyobject(py)?.to_owned().into_any();
+                PyTuple::new(py, [time(py, call.started.as_ref())?, time(py, ended)?, has_outcome])?.into_any()
+            }
+        };
+        Ok(Some(PyTuple::new(
+            py,
+            [session, run, fields.into_any(), pending, times],
+        )?))
     }
 }
 
@@ -173,9 +194,6 @@ fn step_fields<'py>(
         if let Some(error) = outcome.error.as_deref() {
             fields.set_item(intern!(py, "error"), error)?;
         }
-        if let Some(ended) = outcome.ended {
-            fields.set_item(intern!(py, "ended"), ended)?;
-        }
     }
     if let Some(tokens) = call.input_tokens {
         fields.set_item(intern!(py, "input_tokens"), tokens)?;
@@ -183,10 +201,16 @@ fn step_fields<'py>(
     if let Some(tokens) = call.output_tokens {
         fields.set_item(intern!(py, "output_tokens"), tokens)?;
     }
-    if let Some(started) = call.started {
-        fields.set_item(intern!(py, "started"), started)?;
-    }
     fields.set_item(intern!(py, "line"), line)
+}
+
+/// A time as the event gives it: a float, a str or None.
+fn time<'py>(py: Python<'py>, time: Option<&Time<'_>>) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match time {
+        None => py.None().into_bound(py),
+        Some(Time::Seconds(seconds)) => PyFloat::new(py, *seconds).into_any(),
+        Some(Time::Text(text)) => PyString::new(py, text).into_any(),
+    })
 }
 
 /// Builds the Python value of JSON text as the Python decoders give it, as it is parsed:

@@ -31,8 +31,8 @@ pub struct ToolCall<'a> {
     pub thought: Option<Cow<'a, str>>,
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
-    /// `ts` in epoch seconds.
-    pub started: Option<f64>,
+    /// `ts` (see [`ToolCall::seconds`]).
+    pub started: Option<Time<'a>>,
     /// The call's outcome, when the event carries `result` or `error` (None: the call awaits a
     /// `tool_result`).
     pub outcome: Option<Outcome<'a>>,
@@ -46,12 +46,68 @@ pub struct Outcome<'a> {
     /// `returncode`, when an integer (JSON integers reach `u64::MAX` and `i64::MIN`).
     pub returncode: Option<i128>,
     pub is_error: bool,
-    /// `ended`, else `ts`.
-    pub ended: Option<f64>,
+    /// `ended` as the event gives it (None: absent or null, the call ended when it started).
+    pub ended: Option<Time<'a>>,
+}
+
+/// A time as an event gives it.
+#[derive(Debug, PartialEq)]
+pub enum Time<'a> {
+    /// Epoch seconds (an integer rounded as Python's `float(int)` rounds it).
+    Seconds(f64),
+    /// Text: an RFC 3339 time, or not. The Python reader reads it (and reports what is not),
+    /// as `datetime.fromisoformat` takes more forms than RFC 3339 has.
+    Text(Cow<'a, str>),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Time<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = Time<'a>;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("a number or a string")
+            }
+            fn visit_f64<E: serde::de::Error>(self, seconds: f64) -> Result<Self::Value, E> {
+                Ok(Time::Seconds(seconds))
+            }
+            fn visit_u64<E: serde::de::Error>(self, seconds: u64) -> Result<Self::Value, E> {
+                Ok(Time::Seconds(seconds as f64))
+            }
+            fn visit_i64<E: serde::de::Error>(self, seconds: i64) -> Result<Self::Value, E> {
+                Ok(Time::Seconds(seconds as f64))
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, text: &'de str) -> Result<Self::Value, E> {
+                Ok(Time::Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+                Ok(Time::Text(Cow::Owned(text.to_owned())))
+            }
+        }
+        deserializer.deserialize_any(Visit(std::marker::PhantomData))
+    }
+}
+
+impl ToolCall<'_> {
+    /// `(started, ended)` in epoch seconds when the event's times are numbers: `ts`, and for a
+    /// call with an outcome its `ended`, else `ts`. None when one of them is text.
+    pub fn seconds(&self) -> Option<(Option<f64>, Option<f64>)> {
+        let number = |time: Option<&Time<'_>>| match time {
+            None => Some(None),
+            Some(Time::Seconds(seconds)) => Some(Some(*seconds)),
+            Some(Time::Text(_)) => None,
+        };
+        let started = number(self.started.as_ref())?;
+        let ended = match self.outcome.as_ref() {
+            None => None,
+            Some(outcome) => number(outcome.ended.as_ref())?.or(started),
+        };
+        Some((started, ended))
+    }
 }
 
 /// The fields of an event that the rules read, as the line gives them. A field of a type the
-/// rules report (a `session` that is a number, a `ts` that is text) fails the parse, and so
+/// rules report (a `session` that is a number, a `ts` that is `true`) fails the parse, and so
 /// does a field given twice: either way the line is declined.
 #[derive(Deserialize)]
 struct Event<'a> {
@@ -73,8 +129,10 @@ struct Event<'a> {
     thought: Option<&'a RawValue>,
     #[serde(borrow)]
     usage: Option<&'a RawValue>,
-    ts: Option<f64>,
-    ended: Option<f64>,
+    #[serde(borrow)]
+    ts: Option<Time<'a>>,
+    #[serde(borrow)]
+    ended: Option<Time<'a>>,
     // `result` and `error` are there even when null (a call with an outcome of nothing); a
     // value that is not a string fails the parse.
     #[serde(borrow, default, deserialize_with = "present_text")]
@@ -156,7 +214,7 @@ pub fn read(raw: &[u8]) -> Option<ToolCall<'_>> {
             error,
             returncode,
             is_error,
-            ended: event.ended.or(event.ts),
+            ended: event.ended,
         })
     } else {
         None
@@ -220,7 +278,8 @@ mod tests {
         );
         assert_eq!(call.call_id.as_deref(), Some("c1"));
         assert_eq!(call.arguments.map(RawValue::get), Some(r#"{"cmd":"ls"}"#));
-        assert_eq!((call.thought.as_deref(), call.started), (Some("lo\nok"), Some(10.0)));
+        assert_eq!(call.thought.as_deref(), Some("lo\nok"));
+        assert_eq!(call.seconds(), Some((Some(10.0), Some(12.5))));
         assert_eq!((call.input_tokens, call.output_tokens), (Some(7), Some(3)));
         let outcome = call.outcome.expect("an outcome");
         assert_eq!(
@@ -228,19 +287,18 @@ mod tests {
             (Some("ok"), None, Some(2))
         );
         assert!(outcome.is_error, "a nonzero return code is an error");
-        assert_eq!(outcome.ended, Some(12.5));
     }
 
     #[test]
     fn a_call_without_an_outcome_awaits_its_result_and_ends_when_it_starts_otherwise() {
         let waiting = call(r#"{"v":1,"type":"tool_call","tool":"t","arguments":null}"#);
         assert!(waiting.outcome.is_none() && waiting.arguments.is_none());
-        let outcome = call(r#"{"v":1,"type":"tool_call","tool":"t","ts":3,"error":null}"#)
-            .outcome
-            .expect("an outcome");
+        let ended = call(r#"{"v":1,"type":"tool_call","tool":"t","ts":3,"error":null}"#);
+        assert_eq!(ended.seconds(), Some((Some(3.0), Some(3.0))), "ended when it started");
+        let outcome = ended.outcome.expect("an outcome");
         assert_eq!(
             (outcome.result, outcome.error, outcome.is_error, outcome.ended),
-            (None, None, false, Some(3.0))
+            (None, None, false, None)
         );
         let outcome =
             call(r#"{"v":1,"type":"tool_call","tool":"t","result":"x","is_error":true,"returncode":true}"#).outcome;
@@ -301,11 +359,10 @@ mod tests {
             r#"{"v":1,"type":"tool_call","tool":1}"#,
             r#"{"v":1,"type":"tool_call","tool":"t","session":5}"#,
             r#"{"v":1,"type":"tool_call","tool":"t","call_id":5}"#,
-            r#"{"v":1,"type":"tool_call","tool":"t","ts":"2026-01-01T00:00:00Z"}"#,
             r#"{"v":1,"type":"tool_call","tool":"t","ts":false}"#,
             r#"{"v":1,"type":"tool_call","tool":"t","result":{"a":1}}"#,
             r#"{"v":1,"type":"tool_call","tool":"t","error":["x"]}"#,
-            r#"{"v":1,"type":"tool_call","tool":"t","result":"x","ended":"later"}"#,
+            r#"{"v":1,"type":"tool_call","tool":"t","result":"x","ended":{}}"#,
             r#"{"v":1,"type":"tool_call","tool":"t","ts":1e400}"#,
             r#"{"v":1,"type":"tool_call","tool":"\ud800"}"#,
             r#"{"v":1,"type":"tool_call","tool":"a","tool":"b"}"#,
@@ -318,6 +375,23 @@ mod tests {
             read(b"{\"v\":1,\"type\":\"tool_call\",\"tool\":\"\xff\"}").is_none(),
             "not UTF-8"
         );
+    }
+
+    #[test]
+    fn times_as_text_are_read_for_the_python_reader_to_convert() {
+        let call = call(r#"{"v":1,"type":"tool_call","tool":"t","ts":"2026-01-01T00:00:00Z","result":"x"}"#);
+        assert_eq!(call.seconds(), None);
+        assert_eq!(call.started, Some(Time::Text(Cow::Borrowed("2026-01-01T00:00:00Z"))));
+        assert_eq!(
+            call.outcome.and_then(|outcome| outcome.ended),
+            None,
+            "no ended of its own"
+        );
+        let later = self::call(r#"{"v":1,"type":"tool_call","tool":"t","ts":1,"result":"x","ended":"later"}"#);
+        assert_eq!(later.seconds(), None);
+        // Without an outcome, `ended` is not read: the numbers stand.
+        let waiting = self::call(r#"{"v":1,"type":"tool_call","tool":"t","ts":1,"ended":"later"}"#);
+        assert_eq!(waiting.seconds(), Some((Some(1.0), None)));
     }
 
     #[test]
