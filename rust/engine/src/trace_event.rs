@@ -5,8 +5,9 @@
 //! checking them costs several times what the detectors do with the call. [`read`] parses
 //! the line and applies the reader's rules (`doomloop/traces/events.py`, which stays the
 //! reference) to it; for any other line, or a field the rules would report or convert in a way
-//! this module does not (a time as text, an outcome that is not a string, a `v` of `1.0`), it
-//! answers [`Line::Other`] and the Python reader reads the line itself. So the fast path never
+//! this module does not (an outcome that is not a string, a `v` of `1.0`, a key given twice),
+//! it answers None and the Python reader reads the line itself. A time given as text is handed
+//! over as text ([`Time::Text`]) for the Python reader to convert. So the fast path never
 //! decides a case differently: it only declines it.
 
 use std::borrow::Cow;
