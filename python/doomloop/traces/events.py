@@ -84,9 +84,7 @@ def runs_of_lines(
         if times is not None:
             # A time as text: converted (or reported) as the Python reader does.
             ts, ended, has_outcome = times
-            started = fields["started"] = ts if ts is None or type(ts) is float else _time(ts, report, line)
-            if has_outcome:
-                fields["ended"] = started if ended is None else ended if type(ended) is float else _time(ended, report, line)
+            fields["started"], fields["ended"] = _call_times(ts, ended, has_outcome, report, line)
         state = sessions.get(key)
         if state is None:
             state = sessions[key] = _Session(run_id)
@@ -132,17 +130,15 @@ def _event(sessions: Dict[Any, _Session], line: Optional[int], event: Any, repor
                 line,
             )
             return None
-        ts = get("ts")
-        started = ts if ts is None or type(ts) is float else _time(ts, report, line)
         thought = get("thought")
         usage = get("usage")
         given, produced = (None, None) if usage is None else tokens(usage)
-        if "result" in event or "error" in event:
+        has_outcome = "result" in event or "error" in event
+        started, ended = _call_times(get("ts"), get("ended"), has_outcome, report, line)
+        if has_outcome:
             result, error, returncode, is_error = _outcome(event)
-            ended = get("ended")
-            ended = started if ended is None else ended if type(ended) is float else _time(ended, report, line)
         else:
-            result = error = returncode = ended = None
+            result = error = returncode = None
             is_error = False
             if call_id is not None:
                 state.pending[call_id] = len(state.steps)
@@ -217,6 +213,17 @@ def _result(event: Dict[str, Any], state: _Session, report: Report, line: Option
         ended,
         call.line,
     )
+
+
+def _call_times(
+    ts: Any, ended: Any, has_outcome: bool, report: Report, line: Optional[int]
+) -> Tuple[Optional[float], Optional[float]]:
+    # (started, ended) of a tool_call: its ts; for a call with an outcome its ended, else ts
+    # (a call awaiting its result has none yet, and its ended is not read).
+    started = ts if ts is None or type(ts) is float else _time(ts, report, line)
+    if not has_outcome:
+        return started, None
+    return started, started if ended is None else ended if type(ended) is float else _time(ended, report, line)
 
 
 def _outcome(event: Dict[str, Any]) -> Tuple[Optional[str], Optional[str], Optional[int], bool]:

@@ -366,6 +366,13 @@ impl Wording {
     }
 }
 
+/// The state's snapshot, the state marked with it.
+fn encoded(state: &mut Tracked<NamedSession>) -> Vec<u8> {
+    let bytes = state.to_snapshot();
+    Tracked::mark(state, Mark::of(&bytes, None));
+    bytes
+}
+
 #[pyclass(module = "doomloop._core", subclass, frozen)]
 pub struct ToolLoopEngine {
     state: Mutex<Tracked<NamedSession>>,
@@ -444,10 +451,7 @@ impl ToolLoopEngine {
 
     /// `to_bytes()`'s bytes.
     pub(crate) fn snapshot(&self, py: Python<'_>) -> Vec<u8> {
-        let mut state = self.lock(py);
-        let bytes = state.to_snapshot();
-        Tracked::mark(&mut state, Mark::of(&bytes, None));
-        bytes
+        encoded(&mut self.lock(py))
     }
 
     /// A snapshot of the state now, given `part`, the snapshot it was last restored from or
@@ -457,9 +461,7 @@ impl ToolLoopEngine {
         if let Some(unchanged) = Tracked::unchanged_snapshot(&mut state, part, |_| 0.0) {
             return unchanged;
         }
-        let bytes = state.to_snapshot();
-        Tracked::mark(&mut state, Mark::of(&bytes, None));
-        Cow::Owned(bytes)
+        Cow::Owned(encoded(&mut state))
     }
 
     /// `_restore(data)` of the snapshot's bytes.

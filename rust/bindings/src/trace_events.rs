@@ -7,7 +7,7 @@
 use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 
-use doomloop_engine::trace_event::{self, Time, ToolCall};
+use doomloop_engine::trace_event::{self, Text, Time, ToolCall};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple};
@@ -300,43 +300,16 @@ impl<'de, 'py> Visitor<'de> for PyValue<'_, '_, 'py> {
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut entries: A) -> Result<Self::Value, A::Error> {
         let dict = PyDict::new(self.py);
-        while let Some(key) = entries.next_key_seed(Key {
-            py: self.py,
-            keys: self.keys,
-        })? {
+        while let Some(Text(key)) = entries.next_key::<Text<'de>>()? {
+            // The string [`Keys`] holds for the key, made once.
+            let key = match self.keys.as_deref_mut() {
+                Some(keys) => keys.get(self.py, &key),
+                None => PyString::new(self.py, &key),
+            };
             let item = entries.next_value_seed(self.again())?;
             let set = dict.set_item(key, item);
             self.kept(set)?;
         }
         Ok(dict.into_any())
-    }
-}
-
-/// An object's key, as the string [`Keys`] holds for it.
-struct Key<'a, 'g, 'py> {
-    py: Python<'py>,
-    keys: &'a mut Option<MutexGuard<'g, Keys>>,
-}
-
-impl<'de, 'py> DeserializeSeed<'de> for Key<'_, '_, 'py> {
-    type Value = Bound<'py, PyString>;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_str(self)
-    }
-}
-
-impl<'de, 'py> Visitor<'de> for Key<'_, '_, 'py> {
-    type Value = Bound<'py, PyString>;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("an object key")
-    }
-
-    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
-        Ok(match self.keys.as_deref_mut() {
-            Some(keys) => keys.get(self.py, key),
-            None => PyString::new(self.py, key),
-        })
     }
 }

@@ -170,7 +170,7 @@ fn present_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Opt
 }
 
 /// A string, borrowed from the line when it has no escapes (serde's own `Cow` always copies).
-struct Text<'a>(Cow<'a, str>);
+pub struct Text<'a>(pub Cow<'a, str>);
 
 impl<'de> Deserialize<'de> for Text<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
