@@ -5,9 +5,9 @@ per-request functions a guardrail calls."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
+from typing import Any, Dict, List
 
-from doomloop.traces import Run, Step, TraceFormatError, anthropic, openai_chat, openai_responses, read
+from doomloop.traces import Run, Step, TraceFormatError, anthropic, openai_chat, openai_responses, read, scan
 from support import DATA
 
 TRACES = DATA / "traces"
@@ -129,6 +129,51 @@ def test_openai_chat_a_mini_swe_agent_trajectory_document() -> None:
     )
     assert (failed.returncode, failed.is_error) == (1, True)
     assert (submit.result_text, submit.line) == (None, None)  # a document has no lines
+
+
+def test_openai_chat_the_deprecated_functions_api_a_poll_that_loops() -> None:
+    (run,) = runs_of("openai_chat_functions.json")
+    assert (run.format, run.session_id) == ("openai-chat", "release-bot-0917")
+    assert kinds(run) == ["user"] + ["tool:get_build_status"] * 6 + ["tool:get_build_log", "tool:cancel_build", "assistant"]
+    first, second = run.steps[1:3]
+    assert (first.arguments, first.call_id, first.thought) == ({"build_id": 4411}, None, "Let me check the build.")
+    assert first.result_text == second.result_text == '{"build_id": 4411, "state": "queued"}'
+    log, cancel = run.steps[7:9]
+    assert (log.arguments, log.result_text) == ('{"build_id": 4411, "tail": 20', "error: arguments are not valid JSON")
+    assert cancel.result_text is None  # the next message is the assistant's: the call had no result
+    (report,) = scan(TRACES / "openai_chat_functions.json")
+    assert [finding.code for finding in report.findings] == ["session.repeated_action"]
+
+
+def test_openai_chat_a_function_result_goes_to_the_call_of_its_name_before_the_next_assistant_message() -> None:
+    skipped: List[TraceFormatError] = []
+
+    def call(name: object) -> Dict[str, Any]:
+        return {"role": "assistant", "content": None, "function_call": {"name": name, "arguments": "{}"}}
+
+    messages = [
+        call("ls"),
+        {"role": "function", "name": "cat", "content": "not ls's"},
+        {"role": "function", "content": "no name: taken"},
+        call("pwd"),
+        {"role": "user", "content": "still there?"},
+        {"role": "function", "name": "pwd", "content": "/w"},
+        {"role": "function", "name": "pwd", "content": "a second result"},
+        call(None),
+        {"role": "assistant", "content": "Done.", "function_call": None, "tool_calls": None},
+    ]
+    steps = openai_chat.steps(messages, on_skip=skipped.append)
+    assert [(step.kind, step.tool, step.result_text) for step in steps] == [
+        ("tool", "ls", "no name: taken"),
+        ("tool", "pwd", "/w"),
+        ("user", None, None),
+        ("assistant", None, None),
+    ]
+    assert [error.problem for error in skipped] == [
+        "messages[1]: a function result for 'cat', which no function_call has",
+        "messages[6]: a function result for 'pwd', which no function_call has",
+        "messages[7].function_call: a call without a function name",
+    ]
 
 
 def test_openai_chat_steps_of_one_request_report_what_they_cannot_read() -> None:

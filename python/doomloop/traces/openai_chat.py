@@ -15,6 +15,9 @@ Messages:
 - ``assistant`` without calls: an ``"assistant"`` step;
 - ``tool``: the result of the call whose id is its ``tool_call_id`` (a leading
   ``<returncode>N</returncode>`` is read as the return code);
+- the deprecated functions API: an ``assistant`` message's ``function_call`` (``name``,
+  ``arguments``) is a ``"tool"`` step without an id, and its result is the first ``function``
+  message after it, before the next assistant message, of the same ``name`` (or of none);
 - ``system`` and ``developer``: not steps.
 
 A message that cannot be read (not an object, an unknown role, a call without a name, a
@@ -40,7 +43,7 @@ NAME = "openai-chat"
 # set cannot look up.
 _TEXT = ("text", "input_text", "output_text")
 _QUIET_ROLES = ("system", "developer")
-_ROLES = ("user", "assistant", "tool") + _QUIET_ROLES
+_ROLES = ("user", "assistant", "tool", "function") + _QUIET_ROLES
 
 
 def steps(messages: Any, *, on_skip: Optional[Callable[[TraceFormatError], None]] = None) -> List[Step]:
@@ -60,6 +63,8 @@ def _steps(messages: List[Any], report: Report, line_of: Callable[[int], Optiona
             if isinstance(call_id, str):
                 results[call_id] = (index, message)
     matched: Set[str] = set()
+    # The indexes of the ``function`` messages a legacy ``function_call`` took as its result.
+    answered: Set[int] = set()
     out: List[Step] = []
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
@@ -73,6 +78,10 @@ def _steps(messages: List[Any], report: Report, line_of: Callable[[int], Optiona
             given, produced = tokens(message.get("usage"))
             if isinstance(calls, list) and calls:
                 _calls(calls, text, given, produced, results, matched, out, report, where, line_of(index))
+            elif message.get("function_call") is not None:
+                step = _function_call(messages, index, text, given, produced, answered, report, line_of(index))
+                if step is not None:
+                    out.append(step)
             else:
                 out.append(
                     new_step(
@@ -97,6 +106,9 @@ def _steps(messages: List[Any], report: Report, line_of: Callable[[int], Optiona
         elif role == "tool":
             if not isinstance(message.get("tool_call_id"), str):
                 report(f"{where}: a tool message without a tool_call_id", line_of(index))
+        elif role == "function":
+            if index not in answered:
+                report(f"{where}: a function result for {message.get('name')!r}, which no function_call has", line_of(index))
         elif role not in _QUIET_ROLES:
             report(f"{where}.role: unknown role {role!r}", line_of(index))
     for call_id, (index, _) in results.items():
@@ -151,10 +163,54 @@ def _calls(
         first = False
 
 
+def _function_call(
+    messages: List[Any],
+    index: int,
+    text: Optional[str],
+    given: Optional[int],
+    produced: Optional[int],
+    answered: Set[int],
+    report: Report,
+    line: Optional[int],
+) -> Optional[Step]:
+    """The step of the legacy ``function_call`` of ``messages[index]``, with its result: the
+    first ``function`` message of the same name (or of none) after it and before the next
+    assistant message. The search stops there, so the whole list is read once over."""
+    function = messages[index]["function_call"]
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(function, dict) or not isinstance(name, str):
+        report(f"messages[{index}].function_call: a call without a function name", line)
+        return None
+    result = None
+    for later in range(index + 1, len(messages)):
+        message = messages[later]
+        role = message.get("role") if isinstance(message, dict) else None
+        if role == "assistant":
+            break
+        if role == "function" and later not in answered and message.get("name") in (name, None):
+            answered.add(later)
+            result = content_text(message.get("content"), _TEXT) or ""
+            break
+    returncode, is_error = parse_result(result)
+    return new_step(
+        name,
+        maybe_json(function.get("arguments")),
+        None,
+        text,
+        result,
+        returncode,
+        is_error,
+        input_tokens=given,
+        output_tokens=produced,
+        line=line,
+    )
+
+
 def looks_like(value: Any) -> int:
-    """2 when ``value`` is a chat conversation by a mark only this format has (``tool_calls``,
-    a ``tool`` or ``system`` message in a message list), 1 when it is a list of role/content
-    messages another format could have written, 0 otherwise."""
+    """2 when ``value`` is a chat conversation by a mark only this format has (``tool_calls``
+    or ``function_call``, a ``tool``, ``function`` or ``system`` message in a message list),
+    1 when it is a list of role/content messages another format could have written, 0
+    otherwise."""
     messages = value.get("messages") if isinstance(value, dict) else value
     if not isinstance(messages, list) or not messages:
         return 0
@@ -162,7 +218,12 @@ def looks_like(value: Any) -> int:
     for message in messages[:64]:
         if not isinstance(message, dict) or message.get("role") not in _ROLES or "type" in message:
             return 0
-        if "tool_calls" in message or "tool_call_id" in message or message.get("role") in ("tool", "system", "developer"):
+        if (
+            "tool_calls" in message
+            or "tool_call_id" in message
+            or message.get("function_call") is not None
+            or message.get("role") in ("tool", "function", "system", "developer")
+        ):
             score = 2
         content = message.get("content")
         if isinstance(content, list) and any(
