@@ -33,7 +33,7 @@ from .conversation import Conversation, content_text, conversations, report_to
 from .decode import kind, maybe_json, optional_str, tokens
 from .errors import TraceFormatError
 from .records import Run, Step, new_step
-from .runs import parse_result
+from .runs import call_step
 from .source import Report
 
 __all__ = ["NAME", "looks_like", "runs", "steps"]
@@ -145,19 +145,16 @@ def _calls(
         if found is not None:
             matched.add(call_id)
             result = content_text(found[1].get("content"), _TEXT) or ""
-        returncode, is_error = parse_result(result)
         out.append(
-            new_step(
+            call_step(
                 name,
                 maybe_json(function.get("arguments")),
                 call_id,
                 text if first else None,
                 result,
-                returncode,
-                is_error,
-                input_tokens=given if first else None,
-                output_tokens=produced if first else None,
-                line=line,
+                given if first else None,
+                produced if first else None,
+                line,
             )
         )
         first = False
@@ -191,19 +188,7 @@ def _function_call(
             answered.add(later)
             result = content_text(message.get("content"), _TEXT) or ""
             break
-    returncode, is_error = parse_result(result)
-    return new_step(
-        name,
-        maybe_json(function.get("arguments")),
-        None,
-        text,
-        result,
-        returncode,
-        is_error,
-        input_tokens=given,
-        output_tokens=produced,
-        line=line,
-    )
+    return call_step(name, maybe_json(function.get("arguments")), None, text, result, given, produced, line)
 
 
 def looks_like(value: Any) -> int:

@@ -31,7 +31,7 @@ from .conversation import Conversation, content_text, conversations, report_to
 from .decode import kind, maybe_json, optional_str, tokens
 from .errors import TraceFormatError
 from .records import Run, Step, new_step
-from .runs import parse_result
+from .runs import call_step
 from .source import Report
 
 __all__ = ["NAME", "looks_like", "runs", "steps"]
@@ -108,24 +108,10 @@ def _steps(items: List[Any], report: Report, line_of: Callable[[int], Optional[i
             if found is not None and call_id is not None:
                 matched.add(call_id)
                 result = content_text(found.get("output"), _TEXT) or ""
-            returncode, is_error = parse_result(result)
             arguments = maybe_json(item.get("arguments") if type_ == "function_call" else item.get("input"))
             thought, usage = (held[0], held[2]) if held is not None else (None, usage)
             given, produced = tokens(usage)
-            out.append(
-                new_step(
-                    name,
-                    arguments,
-                    call_id,
-                    thought,
-                    result,
-                    returncode,
-                    is_error,
-                    input_tokens=given,
-                    output_tokens=produced,
-                    line=line,
-                )
-            )
+            out.append(call_step(name, arguments, call_id, thought, result, given, produced, line))
             held = usage = None
             continue
         if held is not None:

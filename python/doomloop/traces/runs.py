@@ -18,7 +18,7 @@ from .errors import TraceFormatError
 from .records import Run, Step, new_step
 from .source import Report
 
-__all__ = ["NAME", "looks_like", "parse_result", "parse_run", "runs"]
+__all__ = ["NAME", "call_step", "looks_like", "parse_result", "parse_run", "runs"]
 
 NAME = "runs"
 _RETURNCODE = re.compile(r"<returncode>(-?\d+)</returncode>")
@@ -67,16 +67,39 @@ def _parse_step(call: Any, where: str, line: Optional[int]) -> Step:
     arguments = call.get("arguments")
     if not isinstance(arguments, str):
         raise TraceFormatError(f"{where}.arguments: expected a JSON string, got {kind(arguments)}")
-    result = _optional_str(call, "result", f"{where}.result")
-    returncode, is_error = parse_result(result)
-    return new_step(
+    return call_step(
         tool,
         maybe_json(arguments),
         _optional_str(call, "id", f"{where}.id"),
         _optional_str(call, "thought", f"{where}.thought"),
+        _optional_str(call, "result", f"{where}.result"),
+        line=line,
+    )
+
+
+def call_step(
+    tool: str,
+    arguments: Any,
+    call_id: Optional[str],
+    thought: Optional[str],
+    result: Optional[str],
+    input_tokens: Optional[int] = None,
+    output_tokens: Optional[int] = None,
+    line: Optional[int] = None,
+) -> Step:
+    """The step of a tool call whose result is the tool's output text (None when it has none),
+    its return code and failure read by :func:`parse_result`."""
+    returncode, is_error = parse_result(result)
+    return new_step(
+        tool,
+        arguments,
+        call_id,
+        thought,
         result,
         returncode,
         is_error,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
         line=line,
     )
 
