@@ -50,7 +50,7 @@ fn periodic(s: &[u64], first: usize, last: usize, q: usize) -> bool {
 /// `symbol_key` is what the window hash takes of a symbol (`Symbol::key`).
 pub fn model(
     symbols: &[u64],
-    symbol_key: &dyn Fn(u64) -> u64,
+    symbol_key: &dyn Fn(u64) -> u32,
     blank: &dyn Fn(u64) -> bool,
     config: &ChantConfig,
     key: HashKey,
@@ -65,7 +65,11 @@ pub fn model(
     prefix.push(0u64);
     for &x in symbols {
         let last = prefix.last().copied().unwrap_or(0);
-        prefix.push(last.wrapping_mul(base).wrapping_add(symbol_key(x)).wrapping_add(salt));
+        prefix.push(
+            last.wrapping_mul(base)
+                .wrapping_add(u64::from(symbol_key(x)))
+                .wrapping_add(salt),
+        );
     }
     let base_w = base.wrapping_pow(w as u32);
     let span = anchor_span(config.window, repeats);
@@ -74,18 +78,19 @@ pub fn model(
     // Window -> (last counted position, gap, count).
     let mut chains: HashMap<&[u64], (usize, usize, u64)> = HashMap::new();
     // For each position that is some chain's last counted occurrence: that window's hash.
-    let mut last_hash: Vec<Option<u64>> = vec![None; n];
+    let mut last_hash: Vec<Option<u32>> = vec![None; n];
     let mut exact = true;
     if w == 0 || n < w {
         return ModelRun { event: None, exact };
     }
     for i in w - 1..n {
         let win = &symbols[i + 1 - w..=i];
-        let hash = prefix[i + 1].wrapping_sub(prefix[i + 1 - w].wrapping_mul(base_w));
+        // The hash is mod 2^32: the low half of the same polynomial mod 2^64.
+        let hash = prefix[i + 1].wrapping_sub(prefix[i + 1 - w].wrapping_mul(base_w)) as u32;
         let rank = if config.ignore_whitespace && win.iter().all(|&c| blank(c)) {
             None
         } else {
-            Some(hash >> 34)
+            Some(u64::from(hash >> 2))
         };
         let earlier_min = ranks.iter().rev().take(span).flatten().min().copied();
         ranks.push(rank);
@@ -96,9 +101,11 @@ pub fn model(
         // The chains live at this lookup (their last counted occurrence within reach).
         let from = i.saturating_sub(max_distance);
         let mut live = 0;
-        for h in last_hash[from..i].iter().flatten() {
+        for (at, h) in last_hash[from..i].iter().enumerate() {
+            let Some(h) = *h else { continue };
             live += 1;
-            if *h as u32 == hash as u32 && *h != hash {
+            let at = from + at;
+            if h == hash && symbols[at + 1 - w..=at] != *win {
                 exact = false; // two live windows share the engine's 32-bit tag
             }
         }

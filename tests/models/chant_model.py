@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-M64 = (1 << 64) - 1
+M32 = (1 << 32) - 1
 
 
 def anchor_span(window: int, repeats: int) -> int:
@@ -29,10 +29,11 @@ def never_blank(_: int) -> bool:
 
 
 def token_key(token: int) -> int:
-    """What the window hash takes of a token id (as an unsigned 64-bit value): the id with its
-    high half folded into its low half, so ids that differ only in their top bits still hash
-    apart (ids below 2**32 are unchanged)."""
-    return token ^ (token >> 32)
+    """What the window hash takes of a token id (as an unsigned 64-bit value): its low half
+    with a multiplicative mix of its high half folded in, so ids that differ only in their
+    top bits still hash apart (ids below 2**32 are unchanged)."""
+    mixed = ((token >> 32) * 0x9E3779B97F4A7C15 >> 32) & M32
+    return (token & M32) ^ mixed
 
 
 def is_blank(code_point: int) -> bool:
@@ -54,8 +55,8 @@ def model(
     history = (repeats + 1) * max_distance + window
     prefix = [0]
     for x in symbols:
-        prefix.append((prefix[-1] * base + symbol_key(x) + salt) & M64)
-    base_w = pow(base, window, 1 << 64)
+        prefix.append((prefix[-1] * base + symbol_key(x) + salt) & M32)
+    base_w = pow(base, window, 1 << 32)
     span = anchor_span(window, repeats)
     keys: List[Optional[int]] = []
     chains: Dict[Tuple[int, ...], List[int]] = {}  # window -> [last counted, gap, count]
@@ -64,8 +65,8 @@ def model(
         if ignore_whitespace and all(blank(c) for c in w):
             key = None
         else:
-            # A window's rank: the top 30 bits of its 64-bit hash.
-            key = ((prefix[i + 1] - prefix[i + 1 - window] * base_w) & M64) >> 34
+            # A window's rank: the top 30 bits of its hash mod 2^32.
+            key = ((prefix[i + 1] - prefix[i + 1 - window] * base_w) & M32) >> 2
         earlier = [k for k in keys[-span:] if k is not None]
         keys.append(key)
         if key is None or any(key > k for k in earlier):

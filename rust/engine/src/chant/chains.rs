@@ -1,13 +1,14 @@
-//! The chain table: each anchor window's last counted occurrence, gap and count, and the
-//! restart that reads a chain's gap back from the text.
+//! The chain table: each anchor window's last counted occurrence, gap and count, the
+//! restart that reads a chain's gap back from the text, and the check of a chain against
+//! the text before it is reported.
 
 use super::history::{History, Slots};
-use super::{Slot, Symbol, WAYS};
+use super::{ChantEvent, Slot, Symbol, WAYS};
 
 /// A window's chain, 16 bytes so a bucket of four is one cache line.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Entry {
-    /// Low half of the window's key (the bucket comes from a mix of all of it).
+    /// The window's hash (the bucket comes from a mix of it).
     pub(super) tag: u32,
     /// Low 32 bits of the last counted position (ages are taken modulo 2^32).
     pub(super) last: u32,
@@ -23,6 +24,8 @@ pub(super) struct Chains<'a, S: Symbol> {
     pub(super) window: u64,
     pub(super) min_repeats: u64,
     pub(super) max_distance: u64,
+    /// Symbols of history (`ChantConfig::history`): how far back a chant's start is sought.
+    pub(super) reach: u64,
     pub(super) bucket_mask: u64,
     pub(super) origin: u64,
     pub(super) history: &'a History<S>,
@@ -31,10 +34,10 @@ pub(super) struct Chains<'a, S: Symbol> {
 impl<S: Symbol> Chains<'_, S> {
     /// Update the chain of the window `key` ending at `i`; returns its table slot and state.
     #[inline(always)]
-    pub(super) fn count(&self, table: &mut [Entry], key: u64, i: u64) -> (usize, Entry) {
+    pub(super) fn count(&self, table: &mut [Entry], key: u32, i: u64) -> (usize, Entry) {
         let (window, max_distance) = (self.window, self.max_distance);
-        let tag = key as u32;
-        let bucket = ((key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) & self.bucket_mask) as usize * WAYS;
+        let tag = key;
+        let bucket = ((u64::from(key).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) & self.bucket_mask) as usize * WAYS;
         let now = i as u32;
         // One pass over the bucket with no early exit (cheap to predict): the live entry of
         // this window if any, else the entry to replace (vacant or expired first, then the
@@ -98,6 +101,49 @@ impl<S: Symbol> Chains<'_, S> {
             *e = updated;
         }
         (way, updated)
+    }
+
+    /// Check the chain ending at `i` against the real symbols; on success build the event
+    /// and on failure (a hash collision) restart the chain.
+    #[cold]
+    pub(super) fn confirm(&self, table: &mut [Entry], way: usize, chain: Entry, i: u64) -> Option<ChantEvent<S>> {
+        let window = self.window;
+        let count = u64::from(chain.count);
+        let gap = u64::from(chain.gap);
+        let first = (i + 1).checked_sub(window + (count - 1) * gap);
+        let ring = self.history;
+        let valid = |&f: &u64| f >= self.origin && (count < 2 || ring.is_periodic(f, i, gap));
+        let Some(first) = first.filter(valid) else {
+            if let Some(e) = table.get_mut(way) {
+                *e = Entry {
+                    gap: 0,
+                    count: 1,
+                    ..chain
+                };
+            }
+            return None;
+        };
+        let period = if count >= 2 {
+            (1..=gap).find(|&q| gap % q == 0 && ring.is_periodic(first, i, q))
+        } else {
+            None
+        };
+        // Extend the start back while the text keeps the period (within the history).
+        let floor = (i + 1).saturating_sub(self.reach).max(self.origin);
+        let mut start = first;
+        if let Some(q) = period {
+            while start > floor && ring.at(start - 1) == ring.at(start - 1 + q) {
+                start -= 1;
+            }
+        }
+        let window_symbols = (i + 1 - window..=i).map(|p| ring.at(p)).collect();
+        Some(ChantEvent {
+            start: start - self.origin,
+            end: i + 1 - self.origin,
+            period,
+            count,
+            window: window_symbols,
+        })
     }
 
     /// The chain a counted occurrence at `i` starts when it does not extend its own, read from

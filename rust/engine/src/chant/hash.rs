@@ -50,8 +50,8 @@ fn random_u64(tag: u64) -> u64 {
 /// 32-bit lanes let the minimum run as vector code, and 30 bits leave NO_RANK, "no window",
 /// above every real rank).
 #[inline(always)]
-pub(super) fn rank(hash: u64) -> i32 {
-    (hash >> 34) as i32
+pub(super) fn rank(hash: u32) -> i32 {
+    (hash >> 2) as i32
 }
 
 /// NO_RANK, behind a branch the compiler keeps: windows made only of whitespace are rare
@@ -63,16 +63,19 @@ pub(super) fn no_rank() -> i32 {
 }
 
 /// The rolling hash of the window ending at the newest symbol, with the run of whitespace
-/// there.
+/// there. The hash is mod 2^32, with the low halves of the key's base and salt: 32-bit
+/// lanes hash eight windows a vector, and a collision costs at most a missed link (the text
+/// is compared before anything counts). It is the low half of the same hash mod 2^64, so a
+/// stream state saved with 64 bits reads as its own low half.
 #[derive(Clone, Copy)]
 pub(super) struct Roll {
-    pub(super) base: u64,
-    pub(super) salt: u64,
+    pub(super) base: u32,
+    pub(super) salt: u32,
     /// `base^window`.
-    pub(super) window_power: u64,
+    pub(super) window_power: u32,
     /// A whitespace run this long makes a whitespace-only window.
     pub(super) blank_limit: u64,
-    pub(super) hash: u64,
+    pub(super) hash: u32,
     pub(super) blank_run: u64,
 }
 
@@ -80,7 +83,7 @@ impl Roll {
     /// One symbol in (and, when `leaving` is given, one out); returns the new hash and
     /// whether the window ending here is whitespace only.
     #[inline(always)]
-    pub(super) fn step<S: Symbol>(&mut self, entering: S, leaving: Option<S>) -> (u64, bool) {
+    pub(super) fn step<S: Symbol>(&mut self, entering: S, leaving: Option<S>) -> (u32, bool) {
         let out = leaving.map_or(0, |s| s.key().wrapping_add(self.salt).wrapping_mul(self.window_power));
         // The addend first: the chain from one hash to the next is one multiply and one add.
         let addend = entering.key().wrapping_add(self.salt).wrapping_sub(out);
@@ -97,7 +100,7 @@ impl Roll {
         &mut self,
         slots: Option<&[N]>,
         from: u64,
-        hashes: Option<&mut [u64]>,
+        hashes: Option<&mut [u32]>,
         ranks: Option<&mut [i32]>,
     ) {
         let (Some(slots), Some(hashes), Some(ranks)) = (slots, hashes, ranks) else {
@@ -122,7 +125,7 @@ impl Roll {
         &mut self,
         entering: Option<&[N]>,
         leaving: Option<&[N]>,
-        hashes: Option<&mut [u64]>,
+        hashes: Option<&mut [u32]>,
         ranks: Option<&mut [i32]>,
     ) {
         let (Some(entering), Some(leaving), Some(hashes), Some(ranks)) = (entering, leaving, hashes, ranks) else {

@@ -1,5 +1,5 @@
 //! The vector kernels of the scan: byte matches sixteen at a time (SSE2), the rolling hash of
-//! ASCII and Latin-1 text four windows at a time and the anchor minima (AVX2 where the
+//! ASCII and Latin-1 text eight windows at a time and the anchor minima (AVX2 where the
 //! processor has it), each with its portable twin.
 
 use super::hash::Roll;
@@ -21,6 +21,54 @@ pub(super) fn byte_matches(bytes: &[u8], at: usize, byte: u8) -> u32 {
         _mm_movemask_epi8(_mm_cmpeq_epi8(lanes, _mm_set1_epi8(byte as i8)))
     };
     mask as u32
+}
+
+/// `Slot::matches_back` of 64 bytes (`slots`, and `before` when given) as AVX2 compares: bit
+/// k set when `slots[63 - k]` is `last` and `before[63 - k]` is its byte. None for any other
+/// length, or where the processor lacks AVX2.
+#[inline(always)]
+pub(super) fn matches_back_64(slots: &[u8], last: u8, before: Option<(&[u8], u8)>) -> Option<u64> {
+    #[cfg(target_arch = "x86_64")]
+    if let (Ok(slots), Ok(before)) = (
+        <&[u8; 64]>::try_from(slots),
+        before
+            .map(|(b, byte)| <&[u8; 64]>::try_from(b).map(|b| (b, byte)))
+            .transpose(),
+    ) {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the processor supports AVX2, checked just above.
+            return Some(unsafe { matches_back_avx2(slots, last, before) });
+        }
+    }
+    let _ = (slots, last, before);
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn matches_back_avx2(slots: &[u8; 64], last: u8, before: Option<(&[u8; 64], u8)>) -> u64 {
+    use std::arch::x86_64::{
+        _mm256_and_si256, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_set1_epi8,
+    };
+    let equal = |bytes: &[u8; 64], byte: u8| {
+        let wanted = _mm256_set1_epi8(byte as i8);
+        // SAFETY: both halves are 32 bytes of `bytes`, what the unaligned loads read; AVX2 is
+        // enabled for this function.
+        unsafe {
+            (
+                _mm256_cmpeq_epi8(_mm256_loadu_si256(bytes.as_ptr().cast()), wanted),
+                _mm256_cmpeq_epi8(_mm256_loadu_si256(bytes.as_ptr().add(32).cast()), wanted),
+            )
+        }
+    };
+    let (mut low, mut high) = equal(slots, last);
+    if let Some((before, byte)) = before {
+        let (b_low, b_high) = equal(before, byte);
+        (low, high) = (_mm256_and_si256(low, b_low), _mm256_and_si256(high, b_high));
+    }
+    // Bit p of the mask is slot p; the caller counts from the end.
+    let mask = u64::from(_mm256_movemask_epi8(low) as u32) | u64::from(_mm256_movemask_epi8(high) as u32) << 32;
+    mask.reverse_bits()
 }
 
 /// `byte_matches` elsewhere.
@@ -63,13 +111,16 @@ pub(super) fn roll_bytes(
     roll: &mut Roll,
     entering: &[u8],
     leaving: &[u8],
-    hashes: &mut [u64],
+    hashes: &mut [u32],
     ranks: &mut [i32],
 ) -> bool {
     // A token-sized run costs less one symbol at a time than the vector constants' setup.
     #[cfg(target_arch = "x86_64")]
-    if entering.len() >= SHORT_RUN && std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the processor supports AVX2, checked just above.
+    if entering.len() >= SHORT_RUN
+        && std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("popcnt")
+    {
+        // SAFETY: the processor supports AVX2 and POPCNT, checked just above.
         unsafe { roll_bytes_avx2(roll, entering, leaving, hashes, ranks) };
         return true;
     }
@@ -77,81 +128,84 @@ pub(super) fn roll_bytes(
     false
 }
 
-/// The hashes of a run, four windows a vector of 64-bit lanes: with `a[k]` what the k-th
+/// The hashes of a run, eight windows a vector of 32-bit lanes: with `a[k]` what the k-th
 /// step adds (`Roll::step`: its symbol in, the one a window before out), `h[k] = h[k - 1] *
-/// base + a[k]`, so for four steps from `h`: `[a0, a1 + a0 b, a2 + a1 b + a0 b^2, ...]` (two
-/// shifted multiply-adds) plus `h * [b, b^2, b^3, b^4]`. Then the whitespace runs, from
-/// bitmasks of 64 symbols at a time (`blank_runs`).
+/// base + a[k]`, so for eight steps from `h`: the prefix sums `a[k] + a[k - 1] b + ... + a[0]
+/// b^k` (three shifted multiply-adds, by lanes 1, 2 and 4) plus `h * [b, b^2, ..., b^8]`.
+/// Then the whitespace runs, from bitmasks of 64 symbols at a time (`blank_runs`).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn roll_bytes_avx2(roll: &mut Roll, entering: &[u8], leaving: &[u8], hashes: &mut [u64], ranks: &mut [i32]) {
+#[target_feature(enable = "avx2,popcnt")]
+fn roll_bytes_avx2(roll: &mut Roll, entering: &[u8], leaving: &[u8], hashes: &mut [u32], ranks: &mut [i32]) {
     use std::arch::x86_64::{
-        __m256i, _mm256_add_epi64, _mm256_blend_epi32, _mm256_castsi256_si128, _mm256_cvtepu8_epi64,
-        _mm256_extract_epi64, _mm256_mul_epu32, _mm256_permute2x128_si256, _mm256_permute4x64_epi64,
-        _mm256_permutevar8x32_epi32, _mm256_set1_epi64x, _mm256_setr_epi32, _mm256_setr_epi64x, _mm256_setzero_si256,
-        _mm256_slli_epi64, _mm256_srli_epi64, _mm256_storeu_si256, _mm256_sub_epi64, _mm_cvtsi32_si128,
-        _mm_storeu_si128,
+        _mm256_add_epi32, _mm256_cvtepu8_epi32, _mm256_cvtsi256_si32, _mm256_mullo_epi32, _mm256_permutevar8x32_epi32,
+        _mm256_set1_epi32, _mm256_setr_epi32, _mm256_srli_epi32, _mm256_storeu_si256, _mm256_sub_epi32,
+        _mm_cvtsi64_si128,
     };
     let n = entering.len().min(leaving.len()).min(hashes.len()).min(ranks.len());
     let b = roll.base;
-    let (b2, b3) = (b.wrapping_mul(b), b.wrapping_mul(b).wrapping_mul(b));
-    let splat = |x: u64| _mm256_set1_epi64x(x as i64);
-    // x * c mod 2^64 in each lane from 32-bit products, with `high` the lanes of c >> 32.
-    let times = |x: __m256i, c: __m256i, high: __m256i| {
-        let low = _mm256_mul_epu32(x, c);
-        let cross = _mm256_add_epi64(
-            _mm256_mul_epu32(_mm256_srli_epi64::<32>(x), c),
-            _mm256_mul_epu32(x, high),
-        );
-        _mm256_add_epi64(low, _mm256_slli_epi64::<32>(cross))
-    };
-    let (base, base_high) = (splat(b), splat(b >> 32));
-    let (square, square_high) = (splat(b2), splat(b2 >> 32));
-    let powers = [b, b2, b3, b3.wrapping_mul(b)];
-    let power = _mm256_setr_epi64x(powers[0] as i64, powers[1] as i64, powers[2] as i64, powers[3] as i64);
-    let power_high = _mm256_srli_epi64::<32>(power);
-    let (out, out_high) = (splat(roll.window_power), splat(roll.window_power >> 32));
+    let power = |k: u32| b.wrapping_pow(k) as i32;
+    let splat = |x: u32| _mm256_set1_epi32(x as i32);
+    // Lane k takes lane k - 1, k - 2 or k - 4 (lane 0 where there is none: its multiplier
+    // below is 0, which drops it).
+    let by_one = _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6);
+    let by_two = _mm256_setr_epi32(0, 0, 0, 1, 2, 3, 4, 5);
+    let by_four = _mm256_setr_epi32(0, 0, 0, 0, 0, 1, 2, 3);
+    let (b1, b2, b4) = (power(1), power(2), power(4));
+    let times_one = _mm256_setr_epi32(0, b1, b1, b1, b1, b1, b1, b1);
+    let times_two = _mm256_setr_epi32(0, 0, b2, b2, b2, b2, b2, b2);
+    let times_four = _mm256_setr_epi32(0, 0, 0, 0, b4, b4, b4, b4);
+    let powers = _mm256_setr_epi32(
+        power(1),
+        power(2),
+        power(3),
+        power(4),
+        power(5),
+        power(6),
+        power(7),
+        power(8),
+    );
+    let last_lane = _mm256_set1_epi32(7);
+    let out = splat(roll.window_power);
     // What every step adds besides its symbols: the salt in, the salt a window ago out.
     let constant = splat(roll.salt.wrapping_sub(roll.salt.wrapping_mul(roll.window_power)));
-    // Lanes 0, 2, 4, 6: the low halves of four 64-bit lanes.
-    let low_halves = _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0);
     let load = |bytes: &[u8]| {
-        let mut four = [0u8; 4];
-        four.copy_from_slice(bytes);
-        _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(i32::from_le_bytes(four)))
+        let mut eight = [0u8; 8];
+        eight.copy_from_slice(bytes);
+        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(i64::from_le_bytes(eight)))
     };
     let mut last = splat(roll.hash);
-    let groups = n / 4;
+    let groups = n / 8;
     for (((e, l), h), r) in entering
-        .chunks_exact(4)
-        .zip(leaving.chunks_exact(4))
-        .zip(hashes.chunks_exact_mut(4))
-        .zip(ranks.chunks_exact_mut(4))
+        .chunks_exact(8)
+        .zip(leaving.chunks_exact(8))
+        .zip(hashes.chunks_exact_mut(8))
+        .zip(ranks.chunks_exact_mut(8))
         .take(groups)
     {
-        let leaving_keys = load(l);
-        let out_terms = _mm256_add_epi64(
-            _mm256_mul_epu32(leaving_keys, out),
-            _mm256_slli_epi64::<32>(_mm256_mul_epu32(leaving_keys, out_high)),
+        let add = _mm256_add_epi32(_mm256_sub_epi32(load(e), _mm256_mullo_epi32(load(l), out)), constant);
+        let sums = _mm256_add_epi32(
+            add,
+            _mm256_mullo_epi32(_mm256_permutevar8x32_epi32(add, by_one), times_one),
         );
-        let add = _mm256_add_epi64(_mm256_sub_epi64(load(e), out_terms), constant);
-        // [0, a0, a1, a2], then [0, 0, s0, s1].
-        let one = _mm256_blend_epi32::<0b11>(_mm256_permute4x64_epi64::<0b10_01_00_00>(add), _mm256_setzero_si256());
-        let sums = _mm256_add_epi64(add, times(one, base, base_high));
-        let two = _mm256_permute2x128_si256::<0x08>(sums, sums);
-        let sums = _mm256_add_epi64(sums, times(two, square, square_high));
-        let next = _mm256_add_epi64(sums, times(last, power, power_high));
-        last = _mm256_permute4x64_epi64::<0xFF>(next);
-        let rank_lanes = _mm256_permutevar8x32_epi32(_mm256_srli_epi64::<34>(next), low_halves);
-        // SAFETY: `h` is 4 u64 (32 bytes) and `r` 4 i32 (16 bytes), what the unaligned stores
+        let sums = _mm256_add_epi32(
+            sums,
+            _mm256_mullo_epi32(_mm256_permutevar8x32_epi32(sums, by_two), times_two),
+        );
+        let sums = _mm256_add_epi32(
+            sums,
+            _mm256_mullo_epi32(_mm256_permutevar8x32_epi32(sums, by_four), times_four),
+        );
+        let next = _mm256_add_epi32(sums, _mm256_mullo_epi32(last, powers));
+        last = _mm256_permutevar8x32_epi32(next, last_lane);
+        // SAFETY: `h` and `r` are 8 u32 and 8 i32 (32 bytes each), what the unaligned stores
         // write; AVX2 is enabled for this function.
         unsafe {
             _mm256_storeu_si256(h.as_mut_ptr().cast(), next);
-            _mm_storeu_si128(r.as_mut_ptr().cast(), _mm256_castsi256_si128(rank_lanes));
+            _mm256_storeu_si256(r.as_mut_ptr().cast(), _mm256_srli_epi32::<2>(next));
         }
     }
-    roll.hash = _mm256_extract_epi64::<3>(last) as u64;
-    let done = groups * 4;
+    roll.hash = _mm256_cvtsi256_si32(last) as u32;
+    let done = groups * 8;
     // The last few hashes one by one (the whitespace run is followed below, from the start).
     let blank_run = roll.blank_run;
     for (((&e, &l), h), r) in entering
@@ -210,7 +264,7 @@ fn blank_mask(bytes: &[u8]) -> u64 {
 /// least `blank_limit` ends there) gets NO_RANK. 64 symbols at a time from a bitmask: only
 /// a run that could reach the limit is followed symbol by symbol.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,popcnt")]
 fn blank_runs(roll: &mut Roll, entering: &[u8], ranks: &mut [i32]) {
     let limit = roll.blank_limit;
     for (bytes, ranks) in entering.chunks(64).zip(ranks.chunks_mut(64)) {
@@ -221,7 +275,9 @@ fn blank_runs(roll: &mut Roll, entering: &[u8], ranks: &mut [i32]) {
         // one within the piece: `within` keeps bit p when bits p.. p + limit - 1 are set.
         let leading = u64::from(mask.trailing_ones());
         let mut within = 0;
-        if limit <= 64 {
+        // A piece with fewer blanks than the limit holds no such run (the usual case: one
+        // popcount instead of the doubling shifts).
+        if limit <= 64 && u64::from(mask.count_ones()) >= limit {
             within = mask;
             let mut width = 1;
             while width * 2 <= limit {
@@ -253,6 +309,10 @@ fn blank_runs(roll: &mut Roll, entering: &[u8], ranks: &mut [i32]) {
 /// Window ranks: `SPAN` positions before a batch, then the batch's.
 pub(super) type Ranks = [i32; SPAN + BATCH];
 
+/// A buffer of the minima passes: `Ranks` and one vector more, so a pass reads and writes
+/// whole vectors up to its last minimum (what lies past it is never used).
+pub(super) type Minima = [i32; SPAN + BATCH + 8];
+
 #[inline(always)]
 fn min_pairs(target: &mut [i32], source: &[i32], width: usize) {
     let ahead = source.get(width..).unwrap_or_default();
@@ -268,7 +328,7 @@ pub(super) type Anchors = [u64; BATCH / 64];
 /// than any of the `span` before it. `ranks` holds the ranks of the `SPAN` positions before
 /// the batch, then the batch's. Slice passes the compiler turns into vector code (with AVX2
 /// where the processor has it: twice the lanes, a one-instruction minimum).
-pub(super) fn anchors(ranks: &[i32], span: usize, minima: &mut [Ranks; 2]) -> Anchors {
+pub(super) fn anchors(ranks: &[i32], span: usize, minima: &mut [Minima; 2]) -> Anchors {
     if ranks.len() <= SPAN + span {
         return anchors_short(ranks, span);
     }
@@ -280,10 +340,112 @@ pub(super) fn anchors(ranks: &[i32], span: usize, minima: &mut [Ranks; 2]) -> An
     anchors_portable(ranks, span, minima)
 }
 
+/// `anchors_portable` as vector code: the minima of 8 consecutive ranks by three doubling
+/// passes, the minimum of the `span` before each window from `span / 8` of them, and the
+/// anchor bits eight at a time from compares of that with the windows' ranks.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn anchors_avx2(ranks: &[i32], span: usize, minima: &mut [Ranks; 2]) -> Anchors {
-    anchors_portable(ranks, span, minima)
+fn anchors_avx2(ranks: &[i32], span: usize, minima: &mut [Minima; 2]) -> Anchors {
+    match span {
+        8 => anchors_from_eights::<1>(ranks, minima),
+        16 => anchors_from_eights::<2>(ranks, minima),
+        32 => anchors_from_eights::<4>(ranks, minima),
+        _ => anchors_portable(ranks, span, minima),
+    }
+}
+
+/// `anchors_avx2` for a span of `8 * PARTS` windows.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn anchors_from_eights<const PARTS: usize>(ranks: &[i32], minima: &mut [Minima; 2]) -> Anchors {
+    use std::arch::x86_64::{
+        __m256i, _mm256_castsi256_ps, _mm256_cmpeq_epi32, _mm256_cmpgt_epi32, _mm256_loadu_si256, _mm256_min_epi32,
+        _mm256_movemask_ps, _mm256_or_si256, _mm256_set1_epi32, _mm256_storeu_si256,
+    };
+    let span = 8 * PARTS;
+    let from = ranks.get(SPAN - span..).unwrap_or_default();
+    let [a, b] = minima;
+    if let Some(start) = a.get_mut(..from.len()) {
+        start.copy_from_slice(from);
+    }
+    let load = |values: &[i32], at: usize| {
+        values.get(at..at + 8).map(|eight| {
+            // SAFETY: `eight` is 8 i32 (32 bytes), what the unaligned load reads; AVX2 is
+            // enabled for this function.
+            unsafe { _mm256_loadu_si256(eight.as_ptr().cast()) }
+        })
+    };
+    // target[k] = min(source[k], source[k + width]) a vector at a time, for every k below
+    // `SPAN + BATCH` (whole vectors over the fixed buffers: the loop has no bounds to check,
+    // and minima past `count - width` are never read).
+    let pass = |target: &mut Minima, source: &Minima, width: usize| {
+        let ahead = source.get(width..).unwrap_or_default();
+        for ((out, x), y) in target
+            .chunks_exact_mut(8)
+            .zip(source.chunks_exact(8))
+            .zip(ahead.chunks_exact(8))
+        {
+            // SAFETY: `out`, `x` and `y` are 8 i32 (32 bytes) each, what the unaligned loads
+            // read and the store writes; AVX2 is enabled for this function.
+            unsafe {
+                let minimum = _mm256_min_epi32(
+                    _mm256_loadu_si256(x.as_ptr().cast()),
+                    _mm256_loadu_si256(y.as_ptr().cast()),
+                );
+                _mm256_storeu_si256(out.as_mut_ptr().cast(), minimum);
+            }
+        }
+    };
+    // Then `b` holds the minimum of each 8 consecutive ranks, from each.
+    pass(b, a, 1);
+    pass(a, b, 2);
+    pass(b, a, 4);
+    let eights: &Minima = b;
+    let earlier = |j: usize| -> Option<__m256i> {
+        let mut minimum = load(eights, j)?;
+        for part in 1..PARTS {
+            minimum = _mm256_min_epi32(minimum, load(eights, j + 8 * part)?);
+        }
+        Some(minimum)
+    };
+    let batch_ranks = ranks.get(SPAN..).unwrap_or_default();
+    let n = batch_ranks.len();
+    let none = _mm256_set1_epi32(NO_RANK);
+    let mut words = [0u64; BATCH / 64];
+    let mut j = 0;
+    while j + 8 <= n {
+        let (Some(rank), Some(before)) = (load(batch_ranks, j), earlier(j)) else {
+            break;
+        };
+        // Not an anchor: a greater rank than one before it, or no window.
+        let not = _mm256_or_si256(_mm256_cmpgt_epi32(rank, before), _mm256_cmpeq_epi32(rank, none));
+        let bits = !_mm256_movemask_ps(_mm256_castsi256_ps(not)) as u64 & 0xFF;
+        if let Some(word) = words.get_mut(j / 64) {
+            *word |= bits << (j % 64);
+        }
+        j += 8;
+    }
+    // The last few windows one by one.
+    for (k, &rank) in batch_ranks.iter().enumerate().skip(j) {
+        let before = (0..PARTS)
+            .map(|part| eights.get(k + 8 * part).copied().unwrap_or(NO_RANK))
+            .fold(NO_RANK, i32::min);
+        if let Some(word) = words.get_mut(k / 64) {
+            *word |= u64::from((rank != NO_RANK) & (rank <= before)) << (k % 64);
+        }
+    }
+    words
+}
+
+/// The anchor bits of the batch's windows from the `from`-th on (`earlier[j]`: the minimum
+/// rank of the windows before the j-th).
+#[inline(always)]
+fn anchor_bits(words: &mut Anchors, batch_ranks: &[i32], earlier: &[i32], from: usize) {
+    for (j, (&rank, &earlier)) in batch_ranks.iter().zip(earlier).enumerate().skip(from) {
+        if let Some(word) = words.get_mut(j / 64) {
+            *word |= u64::from((rank != NO_RANK) & (rank <= earlier)) << (j % 64);
+        }
+    }
 }
 
 /// `anchors` for a batch of at most `span` windows (a token-sized feed), where the doubling
@@ -314,9 +476,17 @@ fn anchors_short(ranks: &[i32], span: usize) -> Anchors {
 }
 
 #[inline(always)]
-fn anchors_portable(ranks: &[i32], span: usize, minima: &mut [Ranks; 2]) -> Anchors {
-    // earlier[j]: the minimum rank of the `span` windows before the batch's j-th, by
-    // doubling (the minimum of 1, 2, 4, ... consecutive ranks) from the first of them.
+fn anchors_portable(ranks: &[i32], span: usize, minima: &mut [Minima; 2]) -> Anchors {
+    let earlier = doubling_minima(ranks, span, minima);
+    let mut words = [0u64; BATCH / 64];
+    anchor_bits(&mut words, ranks.get(SPAN..).unwrap_or_default(), earlier, 0);
+    words
+}
+
+/// earlier[j]: the minimum rank of the `span` windows before the batch's j-th, by doubling
+/// (the minimum of 1, 2, 4, ... consecutive ranks) from the first of them.
+#[inline(always)]
+fn doubling_minima<'a>(ranks: &[i32], span: usize, minima: &'a mut [Minima; 2]) -> &'a [i32] {
     let from = ranks.get(SPAN - span..).unwrap_or_default();
     let count = from.len();
     let [a, b] = minima;
@@ -330,16 +500,7 @@ fn anchors_portable(ranks: &[i32], span: usize, minima: &mut [Ranks; 2]) -> Anch
         std::mem::swap(&mut source, &mut target);
         width *= 2;
     }
-    let batch_ranks = ranks.get(SPAN..).unwrap_or_default();
-    let mut words = [0u64; BATCH / 64];
-    for ((word, ranks), earlier) in words.iter_mut().zip(batch_ranks.chunks(64)).zip(source.chunks(64)) {
-        *word = (0..64)
-            .zip(ranks.iter().zip(earlier))
-            .fold(0, |bits, (k, (&rank, &earlier))| {
-                bits | (u64::from((rank != NO_RANK) & (rank <= earlier)) << k)
-            });
-    }
-    words
+    source.get(..count - span).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -376,21 +537,21 @@ mod tests {
                     .collect();
                 let (entering, leaving) = (&bytes[n..], &bytes[..n]);
                 let start = Roll {
-                    base: next() | 1,
-                    salt: next(),
-                    window_power: next(),
+                    base: next() as u32 | 1,
+                    salt: next() as u32,
+                    window_power: next() as u32,
                     blank_limit: limit,
-                    hash: next(),
+                    hash: next() as u32,
                     blank_run: [0, 1, 49, 63, 64, 199, 1000][(next() % 7) as usize],
                 };
                 let (mut scalar, mut vector) = (start, start);
-                let mut expected = (vec![0u64; n], vec![0i32; n]);
+                let mut expected = (vec![0u32; n], vec![0i32; n]);
                 for (k, (&e, &l)) in entering.iter().zip(leaving).enumerate() {
                     let (hash, blank) = scalar.step(u32::from(e), Some(u32::from(l)));
                     expected.0[k] = hash;
                     expected.1[k] = if blank { NO_RANK } else { super::super::hash::rank(hash) };
                 }
-                let mut got = (vec![0u64; n], vec![0i32; n]);
+                let mut got = (vec![0u32; n], vec![0i32; n]);
                 if roll_bytes(&mut vector, entering, leaving, &mut got.0, &mut got.1) {
                     assert_eq!(got, expected, "limit {limit} n {n}");
                     assert_eq!((vector.hash, vector.blank_run), (scalar.hash, scalar.blank_run));
@@ -408,7 +569,7 @@ mod tests {
                 .wrapping_add(1_442_695_040_888_963_407);
             state
         };
-        let mut minima = [[NO_RANK; SPAN + BATCH]; 2];
+        let mut minima = [[NO_RANK; SPAN + BATCH + 8]; 2];
         for span in [1, 2, 4, 8, 16, 32] {
             for n in 0..=span {
                 for _ in 0..50 {
@@ -426,6 +587,62 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn vector_anchor_bits_are_the_portable_ones() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut minima, mut again) = ([[NO_RANK; SPAN + BATCH + 8]; 2], [[NO_RANK; SPAN + BATCH + 8]; 2]);
+        for span in [1, 2, 4, 8, 16, 32] {
+            for _ in 0..40 {
+                // Batches longer than the span (shorter ones take `anchors_short`), with
+                // lengths that are not multiples of eight; ties and positions with no window.
+                let n = span + 1 + (next() % (BATCH - span) as u64) as usize;
+                let ranks: Vec<i32> = (0..SPAN + n)
+                    .map(|_| match next() % 11 {
+                        0 => NO_RANK,
+                        r => (r % 6) as i32 + [0, 1 << 29][(next() % 2) as usize],
+                    })
+                    .collect();
+                assert_eq!(
+                    anchors(&ranks, span, &mut minima),
+                    anchors_portable(&ranks, span, &mut again),
+                    "{span} {n}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn vector_matches_back_are_the_matches() {
+        let mut state = 0x1234_5678_9ABC_DEF1u64;
+        for _ in 0..2000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let bytes: Vec<u8> = (0..128)
+                .map(|k| [b' ', b'a', 0x80, 0xFF][(state >> (k % 60)) as usize % 4])
+                .collect();
+            let (slots, before) = (&bytes[64..], &bytes[..64]);
+            for (last, first) in [(b' ', b' '), (b'a', 0x80), (0xFF, b'x')] {
+                for with_before in [false, true] {
+                    let expected = (0..64)
+                        .filter(|&k| slots[63 - k] == last && (!with_before || before[63 - k] == first))
+                        .fold(0u64, |bits, k| bits | 1 << k);
+                    let given = with_before.then_some((before, first));
+                    if let Some(bits) = matches_back_64(slots, last, given) {
+                        assert_eq!(bits, expected, "{bytes:?} {last} {first} {with_before}");
+                    }
+                }
+            }
+            assert_eq!(matches_back_64(&bytes[..63], b' ', None), None);
         }
     }
 

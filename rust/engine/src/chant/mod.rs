@@ -3,7 +3,7 @@
 //! The rule (mirrored by the pure-Python model in the tests):
 //!
 //! * Every position `i` ends a window: the last `window` symbols. Its *hash* is a keyed
-//!   polynomial hash of the window (mod 2^64, random key per detector) and its *rank* the top
+//!   polynomial hash of the window (mod 2^32, random key per detector) and its *rank* the top
 //!   30 bits of the hash, or "none" when `ignore_whitespace` is set and the window is
 //!   whitespace only.
 //! * A window is an *anchor* when it has a rank no greater than the ranks of the previous
@@ -38,11 +38,11 @@
 //! grew faster. That is within `window + min_repeats * (p + window)` of the chant's start.
 //!
 //! Cost: O(1) per symbol, in three passes over batches of 256 symbols, each a tight loop:
-//! the rolling hash and rank of every window (for text held as bytes, four windows at a time
+//! the rolling hash and rank of every window (for text held as bytes, eight windows at a time
 //! in AVX2 lanes where the processor has them, whitespace runs from bitmasks); the minimum
 //! rank of the windows before each (vector code: doubling minima on 32-bit lanes); the table
-//! probe of the anchors only. A restart scans the `max_distance` symbols before it (16 at a
-//! time) for the window's last and first symbols; only anchors whose window recurred within
+//! probe of the anchors only. A restart scans the `max_distance` symbols before it (64 at a
+//! time with AVX2, else 16) for the window's last and first symbols; only anchors whose window recurred within
 //! `max_distance` restart (about one character in 1,300 of source code, none in prose that
 //! does not repeat).
 //! Memory is fixed by the configuration. The text between occurrences is compared symbol by
@@ -68,7 +68,7 @@ pub use config::{ChantConfig, CHANT};
 pub use hash::HashKey;
 use hash::Roll;
 use history::{History, Slots};
-use kernels::{anchors, Anchors, Ranks};
+use kernels::{anchors, Anchors, Minima, Ranks};
 pub use snapshot::{chant_snapshot, read_event, restore_chant, write_event, ChantSnapshot, ChantStream, Stored};
 pub use symbols::{is_white_space, Slot, Symbol, TextInput, Token};
 
@@ -111,11 +111,11 @@ pub struct ChantEvent<S> {
 pub struct Chant<S: Symbol> {
     config: ChantConfig,
     key: HashKey,
-    /// `base^window`.
-    window_power: u64,
+    /// `base^window` (mod 2^32, as the hash).
+    window_power: u32,
     /// Hash of the window ending at the newest symbol (of all symbols so far while fewer than
     /// a window have been seen).
-    hash: u64,
+    hash: u32,
     history: History<S>,
     table: Vec<Entry>,
     bucket_mask: u64,
@@ -134,18 +134,18 @@ pub struct Chant<S: Symbol> {
 /// Work space for the batches of a feed, one per thread: detectors carry no batch buffers,
 /// and a token-sized feed touches only the few entries it uses.
 struct Scratch {
-    hashes: [u64; BATCH],
+    hashes: [u32; BATCH],
     /// Ranks of the `SPAN` positions before a batch, then the batch's.
     ranks: Ranks,
     /// The doubling minima of `anchors` (two buffers, alternating).
-    minima: [Ranks; 2],
+    minima: [Minima; 2],
 }
 
 impl Scratch {
     const EMPTY: Scratch = Scratch {
         hashes: [0; BATCH],
         ranks: [NO_RANK; SPAN + BATCH],
-        minima: [[NO_RANK; SPAN + BATCH]; 2],
+        minima: [[NO_RANK; SPAN + BATCH + 8]; 2],
     };
 }
 
@@ -181,7 +181,7 @@ impl<S: Symbol> Chant<S> {
         let buckets = (positions / 32).max((positions / 2).min(64)).max(1);
         Chant {
             key,
-            window_power: key.base.wrapping_pow(u32::try_from(config.window).unwrap_or(u32::MAX)),
+            window_power: (key.base as u32).wrapping_pow(u32::try_from(config.window).unwrap_or(u32::MAX)),
             hash: 0,
             // The table is allocated on the first feed and the history grows with the
             // stream: a detector that never sees output (most `DoomLoopDetector`s) costs a few
@@ -326,11 +326,12 @@ impl<S: Symbol> Chant<S> {
     /// of the `n` symbols just appended to the history (NO_RANK: no whole window yet, or
     /// whitespace only).
     #[inline(always)]
-    fn hash_batch(&mut self, n: usize, hashes: &mut [u64], ranks: &mut [i32]) {
+    fn hash_batch(&mut self, n: usize, hashes: &mut [u32], ranks: &mut [i32]) {
         let window = self.config.window;
+        // The hash is mod 2^32: the key's low halves.
         let mut roll = Roll {
-            base: self.key.base,
-            salt: self.key.salt,
+            base: self.key.base as u32,
+            salt: self.key.salt as u32,
             window_power: self.window_power,
             // A whitespace run this long makes a whitespace-only window (never, when kept).
             blank_limit: if self.config.ignore_whitespace {
@@ -401,24 +402,25 @@ impl<S: Symbol> Chant<S> {
     /// `first..first + hashes.len()`; returns the event if one is confirmed (the stream then
     /// stops there).
     #[inline(never)]
-    fn count_anchors(&mut self, first: u64, hashes: &[u64], words: Anchors) -> Option<ChantEvent<S>> {
+    fn count_anchors(&mut self, first: u64, hashes: &[u32], words: Anchors) -> Option<ChantEvent<S>> {
+        let chains = Chains {
+            window: self.config.window,
+            min_repeats: self.config.min_repeats,
+            max_distance: self.config.max_distance(),
+            reach: self.config.history(),
+            bucket_mask: self.bucket_mask,
+            origin: self.origin,
+            history: &self.history,
+        };
         for (word_index, &word) in words.iter().enumerate().take(hashes.len().div_ceil(64)) {
             let mut word = word;
             while word != 0 {
                 let j = word_index * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
                 let (position, hash) = (first + j as u64, hashes.get(j).copied().unwrap_or_default());
-                let chains = Chains {
-                    window: self.config.window,
-                    min_repeats: self.config.min_repeats,
-                    max_distance: self.config.max_distance(),
-                    bucket_mask: self.bucket_mask,
-                    origin: self.origin,
-                    history: &self.history,
-                };
                 let (way, chain) = chains.count(&mut self.table, hash, position);
-                if u64::from(chain.count) >= self.config.min_repeats {
-                    if let Some(event) = self.confirm(way, chain, position) {
+                if u64::from(chain.count) >= chains.min_repeats {
+                    if let Some(event) = chains.confirm(&mut self.table, way, chain, position) {
                         // The chant ends here: symbols after it in this batch are not counted.
                         self.len = position + 1;
                         return Some(event);
@@ -427,49 +429,6 @@ impl<S: Symbol> Chant<S> {
             }
         }
         None
-    }
-
-    /// Check the chain ending at `i` against the real symbols; on success build the event
-    /// and on failure (a hash collision) restart the chain.
-    #[cold]
-    fn confirm(&mut self, way: usize, chain: Entry, i: u64) -> Option<ChantEvent<S>> {
-        let window = self.config.window;
-        let count = u64::from(chain.count);
-        let gap = u64::from(chain.gap);
-        let first = (i + 1).checked_sub(window + (count - 1) * gap);
-        let ring = &self.history;
-        let valid = |&f: &u64| f >= self.origin && (count < 2 || ring.is_periodic(f, i, gap));
-        let Some(first) = first.filter(valid) else {
-            if let Some(e) = self.table.get_mut(way) {
-                *e = Entry {
-                    gap: 0,
-                    count: 1,
-                    ..chain
-                };
-            }
-            return None;
-        };
-        let period = if count >= 2 {
-            (1..=gap).find(|&q| gap % q == 0 && ring.is_periodic(first, i, q))
-        } else {
-            None
-        };
-        // Extend the start back while the text keeps the period (within the history).
-        let floor = (i + 1).saturating_sub(self.config.history()).max(self.origin);
-        let mut start = first;
-        if let Some(q) = period {
-            while start > floor && ring.at(start - 1) == ring.at(start - 1 + q) {
-                start -= 1;
-            }
-        }
-        let window_symbols = (i + 1 - window..=i).map(|p| ring.at(p)).collect();
-        Some(ChantEvent {
-            start: start - self.origin,
-            end: i + 1 - self.origin,
-            period,
-            count,
-            window: window_symbols,
-        })
     }
 }
 
@@ -673,7 +632,7 @@ mod tests {
     impl Symbol for Colliding {
         type Narrow = Colliding;
 
-        fn key(self) -> u64 {
+        fn key(self) -> u32 {
             7
         }
         fn wide_bits(self) -> u64 {

@@ -205,7 +205,8 @@ where
     fn write_state(&self, w: &mut Writer) {
         w.u64(self.origin);
         w.u64(self.len);
-        w.u64(self.hash);
+        // Eight bytes, as when the hash was mod 2^64 (its low half is today's hash).
+        w.u64(u64::from(self.hash));
         w.u64(self.blank_run);
         for &rank in &self.tail {
             w.u32(rank as u32);
@@ -257,7 +258,9 @@ where
             .len
             .checked_sub(chant.origin)
             .ok_or_else(|| invalid("the stream ends before it starts"))?;
-        chant.hash = r.u64("the rolling hash")?;
+        // A snapshot made when the hash was mod 2^64 holds that hash, whose low half is the
+        // hash mod 2^32 of the same key's low halves: the stream goes on as it would have.
+        chant.hash = r.u64("the rolling hash")? as u32;
         chant.blank_run = r.u64("the whitespace run")?;
         if chant.blank_run > fed {
             return Err(invalid("the whitespace run is longer than the stream"));

@@ -1,7 +1,7 @@
 //! The units a detector reads (code points and token ids), how its history stores them, and
 //! the forms text arrives in.
 
-use super::kernels::byte_matches;
+use super::kernels::{byte_matches, matches_back_64};
 
 /// One unit of the stream: a Unicode code point or a token id.
 pub trait Symbol: Copy + Eq + Default + std::fmt::Debug {
@@ -9,8 +9,8 @@ pub trait Symbol: Copy + Eq + Default + std::fmt::Debug {
     /// character of ASCII (or Latin-1) text, 32 bits per token id below 2^32. The first
     /// symbol that does not fit widens the history to `Self`.
     type Narrow: Slot<Self>;
-    /// The symbol's value for hashing.
-    fn key(self) -> u64;
+    /// The symbol's value for hashing (the window hash is mod 2^32).
+    fn key(self) -> u32;
     /// 1 for whitespace, else 0, for `ignore_whitespace` (token ids never are).
     fn blank_bit(self) -> u64;
     /// 0 when the symbol fits `Narrow`.
@@ -87,9 +87,13 @@ impl Slot<u32> for u8 {
         u32::from(self)
     }
 
-    /// Sixteen bytes at a time (a restart scans up to `max_distance` of them).
+    /// Sixty-four bytes at once where the processor has AVX2, else sixteen at a time (a
+    /// restart scans up to `max_distance` of them).
     #[inline(always)]
     fn matches_back(slots: &[u8], last: u8, before: Option<(&[u8], u8)>) -> u64 {
+        if let Some(bits) = matches_back_64(slots, last, before) {
+            return bits;
+        }
         let n = slots.len();
         let mut bits = 0;
         let mut done = 0;
@@ -166,8 +170,8 @@ impl Symbol for u32 {
     type Narrow = u8;
 
     #[inline(always)]
-    fn key(self) -> u64 {
-        u64::from(self)
+    fn key(self) -> u32 {
+        self
     }
 
     #[inline(always)]
@@ -199,17 +203,21 @@ impl Symbol for Token {
         self.0 >> 32
     }
 
-    /// The id with its high half folded into its low half (`id ^ (id >> 32)`, a bijection that
-    /// leaves every id below 2^32 as it is). The window hash is a polynomial mod 2^64, where a
-    /// bit of a symbol only ever moves up: bit 63 contributes the same 2^63 at every position
-    /// of a window whatever the key, and the bits just below it little more. Unfolded, ids
-    /// that differ only in their top bits (0 and 2^63, say: an int64 id and its negative) gave
-    /// windows with one hash for every key, and a chant made of such windows could chain at
-    /// alternating gaps and never be reported (found by the chant_tokens fuzz target). Folded,
-    /// a high-bit difference also moves the low bits, which every position weighs apart.
+    /// The id's low half with a multiplicative mix of its high half folded in (`lo ^ ((hi *
+    /// 0x9E3779B97F4A7C15) >> 32)`, which leaves every id below 2^32 as it is). The window
+    /// hash is a polynomial mod 2^32, where a bit of a symbol only ever moves up: two keys
+    /// that differ by 2^31 shift a window's hash by the same 2^31 at every position whatever
+    /// the secret key, so two such substitutions in a window give one hash for every key, and
+    /// a chant made of such windows can chain at alternating gaps and never be reported (the
+    /// chant_tokens fuzz target found this with 0 and 2^63 when the top bits were dropped).
+    /// The mix keeps the ids agents send apart from that: small ids, their negatives as
+    /// 64-bit values, and ids near 2^63 get distinct keys, none 2^31 from another's. Ids
+    /// crafted against it still collide (no unkeyed fold of 64 bits into 32 can avoid it);
+    /// that can hide a chant, never raise a false alarm.
     #[inline(always)]
-    fn key(self) -> u64 {
-        self.0 ^ (self.0 >> 32)
+    fn key(self) -> u32 {
+        let (low, high) = (self.0 as u32, self.0 >> 32);
+        low ^ (high.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32
     }
 
     #[inline(always)]
