@@ -444,6 +444,19 @@ impl Chant<u32> {
     }
 }
 
+/// A xorshift64 stream for the kernels' randomised tests: no dependency, the same inputs on
+/// every run.
+#[cfg(test)]
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -282,11 +282,9 @@ mod tests {
 
     #[test]
     fn byte_matches_are_found_eight_at_a_time() {
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = crate::chant::xorshift(0x2545_F491_4F6C_DD1Du64);
         for _ in 0..2000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
+            let state = next();
             let len = (state % 65) as usize;
             // Few distinct bytes (so matches are common), high bit set in some.
             let bytes: Vec<u8> = (0..len)
@@ -324,11 +322,9 @@ mod tests {
 
     #[test]
     fn byte_runs_are_compared_eight_at_a_time() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = crate::chant::xorshift(0x9E37_79B9_7F4A_7C15u64);
         for _ in 0..2000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
+            let state = next();
             let len = (state % 40) as usize;
             let x: Vec<u8> = (0..len).map(|k| (k as u8).wrapping_mul(31)).collect();
             let mut y = x.clone();
