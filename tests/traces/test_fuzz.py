@@ -1,15 +1,17 @@
-"""Fuzzing the readers: random bytes and random JSON, through every format and the per-request
-functions, only ever yield runs or steps, or raise TraceFormatError (under strict)."""
+"""Fuzzing the readers: random bytes, random JSON and the realistic trace files with one part
+replaced, through every format and the per-request functions, only ever yield runs or steps, or
+raise TraceFormatError (under strict)."""
 
 from __future__ import annotations
 
 import io
 import json
-from typing import Any, List
+from typing import Any, Iterator, List, Tuple, Union
 
 from hypothesis import given, settings, strategies as st
 
 from doomloop.traces import FORMATS, Run, Step, TraceFormatError, anthropic, openai_chat, openai_responses, read
+from support import DATA
 
 KEYS = st.sampled_from(
     [
@@ -64,3 +66,62 @@ def test_the_per_request_functions_never_raise(messages: Any) -> None:
         assert all(isinstance(step, Step) for step in steps(messages, on_skip=skipped.append))
         assert all(isinstance(error, TraceFormatError) for error in skipped)
         steps(messages)
+
+
+# The realistic files, each record as parsed: a random record is far from every format's shape,
+# so most of it is turned away at once; one part of a real record replaced reaches the readers'
+# inner parts (a span's attribute values, a message's content blocks, ...).
+TRACE_FILES = sorted((DATA / "traces").iterdir())
+Place = Tuple[Union[str, int], ...]
+
+
+def parts(value: Any, path: Place = ()) -> Iterator[Place]:
+    yield path
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        yield from parts(child, path + (key,))
+
+
+def replaced(value: Any, path: Place, new: Any) -> Any:
+    if not path:
+        return new
+    copy = json.loads(json.dumps(value))
+    parent = copy
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = new
+    return copy
+
+
+# OTLP's AnyValue, with parts of the wrong type and int64s out of range (strings, as OTLP JSON
+# writes them).
+ANY_VALUE = st.recursive(
+    st.one_of(
+        st.builds(lambda v: {"intValue": v}, st.integers(min_value=2**63, max_value=2**80).map(str) | JSON),
+        st.builds(lambda v: {"stringValue": v}, JSON),
+    ),
+    lambda children: st.one_of(
+        st.builds(lambda v: {"arrayValue": {"values": v}}, st.lists(children, max_size=3) | JSON),
+        st.builds(
+            lambda v: {"kvlistValue": {"values": v}},
+            st.lists(st.fixed_dictionaries({"key": st.text(max_size=3), "value": children}), max_size=3) | JSON,
+        ),
+        st.builds(lambda v: {"arrayValue": v}, JSON),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(TRACE_FILES), st.data(), JSON | ANY_VALUE, st.booleans())
+def test_realistic_files_with_one_part_replaced(path: Any, data: Any, new: Any, strict: bool) -> None:
+    text = path.read_bytes()
+    if path.suffix == ".jsonl":
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        index = data.draw(st.integers(0, len(records) - 1))
+        records[index] = replaced(records[index], data.draw(st.sampled_from(list(parts(records[index])))), new)
+        mutated = b"".join(json.dumps(record).encode() + b"\n" for record in records)
+    else:
+        document = json.loads(text)
+        mutated = json.dumps(replaced(document, data.draw(st.sampled_from(list(parts(document)))), new)).encode()
+    check(mutated, "auto", strict)

@@ -4,6 +4,8 @@ per-request functions a guardrail calls."""
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -323,6 +325,32 @@ def test_otlp_one_traces_data_document() -> None:
     (docs,) = runs_of("otlp_document.json")
     assert [step.call_id for step in docs.steps] == ["call_s1", None]
     assert docs.steps[0].line is None
+
+
+def otlp_tool_span(*attributes: Dict[str, Any]) -> bytes:
+    span = {
+        "traceId": "t1",
+        "name": "execute_tool read",
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+            {"key": "gen_ai.tool.name", "value": {"stringValue": "read"}},
+            *attributes,
+        ],
+    }
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+
+
+def test_otlp_an_array_value_whose_values_are_not_an_array_is_absent() -> None:
+    data = otlp_tool_span({"key": "gen_ai.tool.call.result", "value": {"arrayValue": {"values": 5}}})
+    ((step,),) = [run.steps for run in read(io.BytesIO(data), format="otlp")]
+    assert (step.tool, step.result_text) == ("read", None)
+
+
+def test_otlp_an_int_value_past_64_bits_is_kept_in_the_result_text() -> None:
+    big = {"key": "n", "value": {"intValue": str(2**70)}}
+    data = otlp_tool_span({"key": "gen_ai.tool.call.result", "value": {"kvlistValue": {"values": [big]}}})
+    ((step,),) = [run.steps for run in read(io.BytesIO(data), format="otlp")]
+    assert step.result_text == f'{{"n":{2**70}}}'
 
 
 def test_the_same_run_whatever_the_source(tmp_path: Path) -> None:

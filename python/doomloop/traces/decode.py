@@ -19,7 +19,12 @@ try:
 
     def dumps(value: Any) -> str:
         """Compact JSON text of a decoded value."""
-        return orjson.dumps(value).decode()
+        try:
+            return orjson.dumps(value).decode()
+        except TypeError:
+            # What orjson does not encode, such as an integer past 64 bits (an OTLP
+            # ``intValue`` given as a long digit string): the standard library's text.
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 except ImportError:  # pragma: no cover - the stdlib path is tested by forcing it
     loads = json.loads

@@ -238,8 +238,8 @@ def _value(value: Any) -> Any:
     if "boolValue" in value:
         return value["boolValue"]
     if "arrayValue" in value:
-        array = value["arrayValue"]
-        return [_value(item) for item in array.get("values", [])] if isinstance(array, dict) else None
+        items = value["arrayValue"].get("values", []) if isinstance(value["arrayValue"], dict) else None
+        return [_value(item) for item in items] if isinstance(items, list) else None
     if "kvlistValue" in value:
         kvlist = value["kvlistValue"]
         return _attributes(kvlist.get("values")) if isinstance(kvlist, dict) else None
