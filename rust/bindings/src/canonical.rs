@@ -649,8 +649,17 @@ fn classify<'py>(
     if let Some(distance) = frames.iter().rev().position(|f| f.id == id) {
         return (Step::Digest(fp::hash_cycle(distance as u64)), Below::PathDependent);
     }
-    if let Some(value) = numpy_scalar_digest(item) {
-        return digest(value);
+    let container = item.is_instance_of::<PyDict>()
+        || item.is_instance_of::<PyList>()
+        || item.is_instance_of::<PyTuple>()
+        || item.is_instance_of::<PySet>()
+        || item.is_instance_of::<PyFrozenSet>();
+    // No numpy scalar is a container: a container skips the look at its type's module (an
+    // attribute read, about 200 instructions).
+    if !container {
+        if let Some(value) = numpy_scalar_digest(item) {
+            return digest(value);
+        }
     }
     let object = original.unwrap_or_else(|| item.clone());
     match reuse(walker, object.as_ptr() as usize, depth) {
@@ -663,11 +672,6 @@ fn classify<'py>(
         }
         Err(false) => {}
     }
-    let container = item.is_instance_of::<PyDict>()
-        || item.is_instance_of::<PyList>()
-        || item.is_instance_of::<PyTuple>()
-        || item.is_instance_of::<PySet>()
-        || item.is_instance_of::<PyFrozenSet>();
     if depth >= MAX_DEPTH {
         return (Step::Digest(fp::hash_too_deep()), Below::PathDependent);
     }
