@@ -5,12 +5,13 @@
 //! Properties:
 //! - never a panic, whatever the bytes (every length bounded by the bytes left and the
 //!   settings, every value by what the state may hold);
-//! - a snapshot that restores is restored whole: it saves back to the same bytes;
+//! - a snapshot that restores is restored whole: it saves back to the same bytes, but for a
+//!   rolling hash above 2^32 (a snapshot made when the hash was mod 2^64), kept as its low half;
 //! - the restored stream can be fed on (text or tokens) and reset without a panic, and a
 //!   chant it then reports fits its window and the stream.
 #![no_main]
 
-use doomloop_engine::chant::{chant_snapshot, restore_chant, Chant, ChantStream, Symbol, Token, CHANT};
+use doomloop_engine::chant::{chant_snapshot, restore_chant, Chant, ChantSnapshot, ChantStream, Symbol, Token, CHANT};
 use doomloop_engine::snapshot::{seal, SnapshotKind};
 use libfuzzer_sys::fuzz_target;
 
@@ -30,6 +31,24 @@ fn feed_on<S: Symbol>(chant: &mut Chant<S>, more: impl Iterator<Item = S> + Clon
         }
         chant.reset();
     }
+}
+
+/// `bytes`, a snapshot that restored as `restored`, as a restore keeps it: a rolling hash above
+/// 2^32 is read as its low half, so the hash's upper four bytes come back zero (under a checksum
+/// made anew). Nothing else may change.
+fn as_kept(bytes: &[u8], restored: &ChantSnapshot) -> Vec<u8> {
+    if matches!(restored.stream, ChantStream::Fresh) {
+        return bytes.to_vec();
+    }
+    const CHECKSUM: usize = 8;
+    let header = seal(SnapshotKind::Chant, &CHANT, |_| {}).len() - CHECKSUM;
+    let settings = seal(SnapshotKind::Chant, &CHANT, |w| w.settings(&restored.settings)).len() - header - CHECKSUM;
+    // After the settings: the hash key (16 bytes), the stream's kind (1), its start and end
+    // (16), then the hash's low and high halves.
+    let high = settings + 16 + 1 + 16 + 4;
+    let mut body = bytes[header..bytes.len() - CHECKSUM].to_vec();
+    body[high..high + 4].fill(0);
+    seal(SnapshotKind::Chant, &CHANT, |w| w.bytes(&body))
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -54,7 +73,7 @@ fuzz_target!(|data: &[u8]| {
     };
     assert_eq!(
         chant_snapshot(&restored.settings, restored.key, stream, restored.reported),
-        bytes
+        as_kept(bytes, &restored)
     );
     match restored.stream {
         ChantStream::Fresh => {}
