@@ -327,17 +327,52 @@ def test_otlp_one_traces_data_document() -> None:
     assert docs.steps[0].line is None
 
 
+def otlp_spans(*spans: Dict[str, Any]) -> bytes:
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]}).encode()
+
+
 def otlp_tool_span(*attributes: Dict[str, Any]) -> bytes:
-    span = {
-        "traceId": "t1",
-        "name": "execute_tool read",
-        "attributes": [
-            {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
-            {"key": "gen_ai.tool.name", "value": {"stringValue": "read"}},
-            *attributes,
-        ],
-    }
-    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+    return otlp_spans(
+        {
+            "traceId": "t1",
+            "name": "execute_tool read",
+            "attributes": [
+                {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+                {"key": "gen_ai.tool.name", "value": {"stringValue": "read"}},
+                *attributes,
+            ],
+        }
+    )
+
+
+def test_otlp_spans_without_an_operation_name_are_read_by_what_they_carry() -> None:
+    def span(start: int, name: str, attributes: Dict[str, Any]) -> Dict[str, Any]:
+        pairs = [{"key": key, "value": value} for key, value in attributes.items()]
+        return {"traceId": "t1", "name": name, "startTimeUnixNano": str(start * 10**9), "attributes": pairs}
+
+    data = otlp_spans(
+        # An agent's span with its total usage: not an inference span, its tokens not counted.
+        span(
+            1,
+            "invoke_agent",
+            {"gen_ai.operation.name": {"stringValue": "invoke_agent"}, "gen_ai.usage.input_tokens": {"intValue": "999"}},
+        ),
+        # Token counts under the names before semantic conventions 1.27, one a whole double.
+        span(
+            2,
+            "chat gpt-4o",
+            {"gen_ai.usage.prompt_tokens": {"intValue": "120"}, "gen_ai.usage.completion_tokens": {"doubleValue": 48.0}},
+        ),
+        span(3, "read", {"gen_ai.tool.name": {"stringValue": "read"}}),
+        span(4, "execute_tool grep", {}),
+        span(5, "chat gpt-4o", {"gen_ai.usage.input_tokens": {"doubleValue": 7.5}}),  # not a count
+        span(6, "execute_tool ", {}),  # names no tool
+        span(7, "execute_tool ls", {"gen_ai.system": {"stringValue": "openai"}}),
+    )
+    ((read_step, grep, ls),) = [run.steps for run in read(io.BytesIO(data), format="otlp")]
+    assert [step.tool for step in (read_step, grep, ls)] == ["read", "grep", "ls"]
+    assert (read_step.input_tokens, read_step.output_tokens) == (120, 48)
+    assert (grep.input_tokens, grep.output_tokens, ls.input_tokens) == (None, None, None)
 
 
 def test_otlp_an_array_value_whose_values_are_not_an_array_is_absent() -> None:

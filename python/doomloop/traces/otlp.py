@@ -2,15 +2,20 @@
 JSON Lines of ``TracesData`` (``{"resourceSpans": [...]}`` per line), or one such document.
 
 - A tool span (``gen_ai.operation.name`` ``execute_tool``, or OpenInference's
-  ``openinference.span.kind`` ``TOOL``) is a ``"tool"`` step: ``gen_ai.tool.name``,
+  ``openinference.span.kind`` ``TOOL``; in a span that names neither, ``gen_ai.tool.name`` or
+  a span name ``execute_tool {tool}``, as instrumentations older than the operation name
+  write them) is a ``"tool"`` step: ``gen_ai.tool.name``,
   ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result``
   (objects, or JSON strings kept raw when they are not JSON); where those are absent,
   OpenInference's ``tool.name``, ``tool_call.id``, ``input.value`` and ``output.value``. The
   call failed when the span has ``error.type`` or an error status (its message, or the error
   type, is the step's ``error``).
 - An inference span (``chat``, ``text_completion``, ``generate_content``; OpenInference
-  ``LLM``) carries the token usage (``gen_ai.usage.input_tokens``/``output_tokens``; or
-  ``llm.token_count.prompt``/``completion``): it goes on the session's next step. An
+  ``LLM``) carries the token usage (``gen_ai.usage.input_tokens``/``output_tokens``; before
+  semantic conventions 1.27, ``gen_ai.usage.prompt_tokens``/``completion_tokens``; or
+  ``llm.token_count.prompt``/``completion``; in a span that names neither an operation nor a
+  kind, those attributes alone): it goes on the session's next step. A count is an integer
+  (``intValue``, or a whole ``doubleValue``). An
   inference span whose ``gen_ai.output.messages`` hold text is an ``"assistant"`` step.
 - The session is ``gen_ai.conversation.id`` (OpenInference ``session.id``) of any span of the
   trace, else the trace id. Steps are ordered by start time, since the exporter writes spans
@@ -38,6 +43,10 @@ NAME = "otlp"
 # set cannot look up.
 _INFERENCE = ("chat", "text_completion", "generate_content")
 _STATUS_ERROR = (2, "STATUS_CODE_ERROR")
+_TOOL_SPAN = "execute_tool "
+# Token counts: today's GenAI names, those before semantic conventions 1.27, OpenInference's.
+_INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
+_OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion")
 
 
 def looks_like(value: Any) -> int:
@@ -142,14 +151,17 @@ def _span(
     operation = attributes.get("gen_ai.operation.name")
     span_kind = attributes.get("openinference.span.kind")
     no_usage = (None, None)
-    if operation == "execute_tool" or span_kind == "TOOL":
+    # A span that names neither is read by the attributes it carries.
+    unnamed = operation is None and span_kind is None
+    if (
+        operation == "execute_tool"
+        or span_kind == "TOOL"
+        or (unnamed and ("gen_ai.tool.name" in attributes or _tool_of_span_name(span.get("name")) is not None))
+    ):
         step = _tool(span, attributes, where, report, line, started, ended)
         return trace_id, conversation, started if started is not None else 0.0, step, no_usage
-    if operation in _INFERENCE or span_kind == "LLM":
-        usage = (
-            _count(attributes.get("gen_ai.usage.input_tokens", attributes.get("llm.token_count.prompt"))),
-            _count(attributes.get("gen_ai.usage.output_tokens", attributes.get("llm.token_count.completion"))),
-        )
+    usage = (_count(_first(attributes, _INPUT_TOKENS)), _count(_first(attributes, _OUTPUT_TOKENS)))
+    if operation in _INFERENCE or span_kind == "LLM" or (unnamed and usage != no_usage):
         text = _output_text(attributes.get("gen_ai.output.messages"))
         step = None
         if text is not None:
@@ -172,11 +184,8 @@ def _tool(
 ) -> Optional[Step]:
     name = attributes.get("gen_ai.tool.name", attributes.get("tool.name"))
     if not isinstance(name, str):
-        span_name = span.get("name")
-        # The span's name is "execute_tool {gen_ai.tool.name}".
-        if isinstance(span_name, str) and span_name.startswith("execute_tool "):
-            name = span_name[len("execute_tool ") :]
-        else:
+        name = _tool_of_span_name(span.get("name"))
+        if name is None:
             report(f"{where}: a tool span without gen_ai.tool.name", line)
             return None
     call_id = attributes.get("gen_ai.tool.call.id", attributes.get("tool_call.id"))
@@ -210,6 +219,17 @@ def _tool(
         ended,
         line,
     )
+
+
+def _first(attributes: Dict[str, Any], keys: Tuple[str, ...]) -> Any:
+    return next((attributes[key] for key in keys if key in attributes), None)
+
+
+def _tool_of_span_name(name: Any) -> Optional[str]:
+    # The semantic conventions name a tool span "execute_tool {gen_ai.tool.name}".
+    if isinstance(name, str) and name.startswith(_TOOL_SPAN) and len(name) > len(_TOOL_SPAN):
+        return name[len(_TOOL_SPAN) :]
+    return None
 
 
 def _attributes(values: Any) -> Dict[str, Any]:
@@ -254,6 +274,9 @@ def _seconds(nanos: Any) -> Optional[float]:
 
 
 def _count(value: Any) -> Optional[int]:
+    # Some exporters write counts as doubleValue: a whole one is the count it holds.
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
