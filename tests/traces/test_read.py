@@ -41,6 +41,8 @@ def collect(data: bytes, **options: Any) -> tuple[list, List[TraceFormatError]]:
         ("events.jsonl", "doomloop"),
         ("openai_chat.jsonl", "openai-chat"),
         ("openai_chat_trajectory.json", "openai-chat"),
+        ("mini_swe_agent_text.traj.json", "openai-chat"),
+        ("mini_swe_agent_tools.traj.json", "openai-chat"),  # ends with a role "exit" message
         ("openai_responses.jsonl", "openai-responses"),
         ("anthropic.jsonl", "anthropic"),
         ("otlp.jsonl", "otlp"),

@@ -7,7 +7,9 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
+
+import pytest
 
 from doomloop.traces import Run, Step, TraceFormatError, anthropic, openai_chat, openai_responses, read, scan
 from support import DATA
@@ -131,6 +133,81 @@ def test_openai_chat_a_mini_swe_agent_trajectory_document() -> None:
     )
     assert (failed.returncode, failed.is_error) == (1, True)
     assert (submit.result_text, submit.line) == (None, None)  # a document has no lines
+
+
+def test_openai_chat_a_mini_swe_agent_trajectory_whose_model_acts_in_text() -> None:
+    (run,) = runs_of("mini_swe_agent_text.traj.json")
+    assert (run.format, run.exit_status) == ("openai-chat", "Submitted")
+    # The message with two bash blocks ran nothing: it and the format error are plain steps.
+    assert kinds(run) == ["user", "tool:bash", "assistant", "user"] + ["tool:bash"] * 8
+    grep, two_blocks, format_error, read_step, *tests, timeout, submit = run.steps[1:]
+    assert (grep.arguments, grep.call_id, grep.returncode, grep.is_error) == (
+        {"command": 'grep -rn "def export_csv" src/'},
+        None,
+        0,
+        False,
+    )
+    assert grep.thought is not None and grep.thought.startswith("THOUGHT: Let me find where")
+    found = "src/report/export.py:41:def export_csv(rows, path):\n"
+    assert grep.result_text == f"<returncode>0</returncode>\n<output>\n{found}</output>"
+    assert two_blocks.text is not None and two_blocks.text.count("```bash") == 2
+    assert format_error.text is not None and format_error.text.startswith("Please always provide EXACTLY ONE action")
+    assert read_step.arguments == {"command": "sed -n 35,70p src/report/export.py"}
+    assert [(step.arguments, step.returncode, step.is_error) for step in tests] == [
+        ({"command": "python -m pytest tests/test_export.py -q"}, 1, True)
+    ] * 5
+    assert timeout.returncode is None and timeout.result_text is not None and "timed out" in timeout.result_text
+    assert submit.result_text is not None and submit.result_text.startswith("diff --git")
+    (report,) = scan(TRACES / "mini_swe_agent_text.traj.json")
+    assert [(finding.code, finding.tool) for finding in report.findings] == [("session.repeated_action", "bash")]
+
+
+def test_openai_chat_a_mini_swe_agent_v2_trajectory_with_tool_calls_and_an_exit_message() -> None:
+    (run,) = runs_of("mini_swe_agent_tools.traj.json")
+    assert (run.format, run.exit_status) == ("openai-chat", "Submitted")
+    assert kinds(run) == ["user"] + ["tool:bash"] * 5  # the exit message is not a step, nor reported
+    grep = run.steps[1]
+    assert (grep.call_id, grep.input_tokens, grep.output_tokens) == ("call_1", 1840, 61)  # extra.response.usage
+    (report,) = scan(TRACES / "mini_swe_agent_tools.traj.json", strict=True)
+    assert report.findings == ()
+
+
+def test_openai_chat_text_actions_only_in_a_mini_swe_agent_trajectory() -> None:
+    answer = {"role": "assistant", "content": "Run this:\n\n```bash\nls -la\n```"}
+    messages = [{"role": "user", "content": "How do I list files?"}, answer, {"role": "user", "content": "Thanks"}]
+    plain = json.dumps({"messages": messages}).encode()
+    assert [step.kind for run in read(io.BytesIO(plain), format="openai-chat") for step in run.steps] == [
+        "user",
+        "assistant",
+        "user",
+    ]
+    # A v2 trajectory's exit message gives the run its status when info has none.
+    exit_message = {"role": "exit", "content": "", "extra": {"exit_status": "LimitsExceeded"}}
+    trajectory = json.dumps({"info": {"mini_version": "2.0.0"}, "messages": [*messages, exit_message]}).encode()
+    (run,) = read(io.BytesIO(trajectory), format="openai-chat")
+    assert (kinds(run), run.exit_status) == (["user", "tool:bash"], "LimitsExceeded")
+    assert (run.steps[1].arguments, run.steps[1].result_text) == ({"command": "ls -la"}, "Thanks")
+
+
+@pytest.mark.parametrize(
+    ("content", "command"),
+    [
+        ("THOUGHT: list.\n\n```bash\nls -la\n```", "ls -la"),
+        ("```mswea_bash_command  \ncd src &&\n  make\n```\n", "cd src &&\n  make"),
+        ("```bash\nls\n```\n\nThen a sketch:\n```python\nprint(1)\n```", "ls"),  # only bash blocks count
+        ("```bash\nls\n```\n```bash\npwd\n```", None),  # two actions: a format error
+        ("```bash\n\n```", None),  # nothing to run
+        ("```bashrc\nls\n```", None),
+        ("```bash\nls", None),  # never closed
+        ("```bash\nx" * 100_000, None),  # many openings, none closed: one pass
+    ],
+)
+def test_openai_chat_a_text_action_is_one_bash_block(content: str, command: Optional[str]) -> None:
+    messages = [{"role": "assistant", "content": content}, {"role": "user", "content": "<returncode>0</returncode>"}]
+    trajectory = json.dumps({"messages": messages, "trajectory_format": "mini-swe-agent-1"}).encode()
+    (run,) = read(io.BytesIO(trajectory), format="openai-chat")
+    assert [step.arguments for step in run.steps if step.kind == "tool"] == ([] if command is None else [{"command": command}])
+    assert len(run.steps) == (1 if command is not None else 2)
 
 
 def test_openai_chat_the_deprecated_functions_api_a_poll_that_loops() -> None:

@@ -49,6 +49,9 @@ class Conversation(NamedTuple):
     session_id: Optional[str] = None
     exit_status: Optional[str] = None
     path: Optional[str] = None
+    text_actions: bool = False
+    """Whether an assistant message's one bash code block is its action (a text-based
+    mini-swe-agent trajectory)."""
 
     def line_of(self, index: int) -> Optional[int]:
         """The line of the record that first held ``items[index]``."""

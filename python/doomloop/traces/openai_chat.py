@@ -10,15 +10,24 @@ Messages:
 - ``user``: a ``"user"`` step with the content's text;
 - ``assistant`` with ``tool_calls``: one ``"tool"`` step per call, ``function.name`` and
   ``function.arguments`` (a JSON string, kept raw when it is not JSON), the message's text as
-  the first call's ``thought``, its ``usage`` (``prompt_tokens``/``completion_tokens``) on the
-  first call;
+  the first call's ``thought``, its ``usage`` (``prompt_tokens``/``completion_tokens``; in a
+  mini-swe-agent v2 trajectory, ``extra.response.usage``) on the first call;
 - ``assistant`` without calls: an ``"assistant"`` step;
 - ``tool``: the result of the call whose id is its ``tool_call_id`` (a leading
   ``<returncode>N</returncode>`` is read as the return code);
 - the deprecated functions API: an ``assistant`` message's ``function_call`` (``name``,
   ``arguments``) is a ``"tool"`` step without an id, and its result is the first ``function``
   message after it, before the next assistant message, of the same ``name`` (or of none);
-- ``system`` and ``developer``: not steps.
+- ``system``, ``developer`` and ``exit`` (the last message of a mini-swe-agent v2
+  trajectory, whose ``extra.exit_status`` is the run's when ``info`` has none): not steps.
+
+A mini-swe-agent trajectory (``trajectory_format`` ``mini-swe-agent-*``, or an
+``info.mini_version``) whose model acts in text: an assistant message without calls that holds
+exactly one ```` ```bash ```` (or ```` ```mswea_bash_command ````) block is a ``"bash"`` call
+with arguments ``{"command": ...}``, the message's text as its ``thought``, and the user
+message right after it as its result (the observation: ``<returncode>N</returncode>`` and the
+output, or a timeout). A message with no block or several is an ``"assistant"`` step, as the
+agent answers it with a format error rather than running anything.
 
 A message that cannot be read (not an object, an unknown role, a call without a name, a
 result whose call is missing) is reported and skipped; a call without an id is kept, without
@@ -27,6 +36,7 @@ a result.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .conversation import Conversation, content_text, conversations, report_to
@@ -42,8 +52,13 @@ NAME = "openai-chat"
 # The name sets are tuples: the values tested come from the trace, and may be lists, which a
 # set cannot look up.
 _TEXT = ("text", "input_text", "output_text")
-_QUIET_ROLES = ("system", "developer")
+# ``exit``: the message a mini-swe-agent v2 trajectory ends with (its exit status and submission).
+_QUIET_ROLES = ("system", "developer", "exit")
 _ROLES = ("user", "assistant", "tool", "function") + _QUIET_ROLES
+# A text-based mini-swe-agent action opens with v1's ```bash or v2's ```mswea_bash_command
+# and closes at the next line that starts with ```.
+_BASH_OPENING = re.compile(r"```(?:bash|mswea_bash_command)[ \t\r\f\v]*\n")
+_BASH_CLOSING = "\n```"
 
 
 def steps(messages: Any, *, on_skip: Optional[Callable[[TraceFormatError], None]] = None) -> List[Step]:
@@ -55,7 +70,9 @@ def steps(messages: Any, *, on_skip: Optional[Callable[[TraceFormatError], None]
     return _steps(messages, report_to(on_skip), lambda index: None)
 
 
-def _steps(messages: List[Any], report: Report, line_of: Callable[[int], Optional[int]]) -> List[Step]:
+def _steps(
+    messages: List[Any], report: Report, line_of: Callable[[int], Optional[int]], text_actions: bool = False
+) -> List[Step]:
     results: Dict[str, Tuple[int, Dict[str, Any]]] = {}
     for index, message in enumerate(messages):
         if isinstance(message, dict) and message.get("role") == "tool":
@@ -63,7 +80,8 @@ def _steps(messages: List[Any], report: Report, line_of: Callable[[int], Optiona
             if isinstance(call_id, str):
                 results[call_id] = (index, message)
     matched: Set[str] = set()
-    # The indexes of the ``function`` messages a legacy ``function_call`` took as its result.
+    # The indexes of the messages a call took as its result: the ``function`` message of a
+    # legacy ``function_call``, the observation after a text action.
     answered: Set[int] = set()
     out: List[Step] = []
     for index, message in enumerate(messages):
@@ -75,13 +93,15 @@ def _steps(messages: List[Any], report: Report, line_of: Callable[[int], Optiona
         if role == "assistant":
             calls = message.get("tool_calls")
             text = content_text(message.get("content"), _TEXT)
-            given, produced = tokens(message.get("usage"))
+            given, produced = tokens(_usage(message))
             if isinstance(calls, list) and calls:
                 _calls(calls, text, given, produced, results, matched, out, report, where, line_of(index))
             elif message.get("function_call") is not None:
                 step = _function_call(messages, index, text, given, produced, answered, report, line_of(index))
                 if step is not None:
                     out.append(step)
+            elif text_actions and (command := _text_action(text)) is not None:
+                out.append(_text_action_step(messages, index, command, text, given, produced, answered, line_of(index)))
             else:
                 out.append(
                     new_step(
@@ -89,6 +109,8 @@ def _steps(messages: List[Any], report: Report, line_of: Callable[[int], Optiona
                     )
                 )
         elif role == "user":
+            if index in answered:
+                continue
             out.append(
                 new_step(
                     None,
@@ -191,6 +213,50 @@ def _function_call(
     return call_step(name, maybe_json(function.get("arguments")), None, text, result, given, produced, line)
 
 
+def _usage(message: Dict[str, Any]) -> Any:
+    # A mini-swe-agent v2 message keeps the model's response, with its usage, under "extra".
+    if "usage" in message:
+        return message["usage"]
+    extra = message.get("extra")
+    response = extra.get("response") if isinstance(extra, dict) else None
+    return response.get("usage") if isinstance(response, dict) else None
+
+
+def _text_action(text: Optional[str]) -> Optional[str]:
+    """The command of a message with exactly one bash block, not empty (mini-swe-agent runs
+    no other). One pass over the text: a block that never closes ends the search, as no later one can."""
+    found: List[str] = []
+    at = 0
+    while text is not None and len(found) < 2:
+        opening = _BASH_OPENING.search(text, at)
+        closing = text.find(_BASH_CLOSING, opening.end() - 1) if opening is not None else -1
+        if opening is None or closing < 0:
+            break
+        found.append(text[opening.end() : closing])
+        at = closing + len(_BASH_CLOSING)
+    return (found[0].strip() or None) if len(found) == 1 else None
+
+
+def _text_action_step(
+    messages: List[Any],
+    index: int,
+    command: str,
+    text: Optional[str],
+    given: Optional[int],
+    produced: Optional[int],
+    answered: Set[int],
+    line: Optional[int],
+) -> Step:
+    """The ``"bash"`` call of the text action of ``messages[index]``, with the user message
+    right after it as its result (none when the run ends there)."""
+    result = None
+    after = messages[index + 1] if index + 1 < len(messages) else None
+    if isinstance(after, dict) and after.get("role") == "user":
+        answered.add(index + 1)
+        result = content_text(after.get("content"), _TEXT) or ""
+    return call_step("bash", {"command": command}, None, text, result, given, produced, line)
+
+
 def looks_like(value: Any) -> int:
     """2 when ``value`` is a chat conversation by a mark only this format has (``tool_calls``
     or ``function_call``, a ``tool``, ``function`` or ``system`` message in a message list),
@@ -221,7 +287,7 @@ def looks_like(value: Any) -> int:
 def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: Optional[str]) -> Iterator[Run]:
     """The runs of a file's records (see the module's documentation)."""
     for conversation in conversations(records, lambda value, line: _conversation(value, line, report)):
-        found = _steps(conversation.items, report, conversation.line_of)
+        found = _steps(conversation.items, report, conversation.line_of, conversation.text_actions)
         yield Run(conversation.path, conversation.exit_status, tuple(found), conversation.session_id, None, source, NAME)
 
 
@@ -234,4 +300,10 @@ def _conversation(value: Any, line: Optional[int], report: Report) -> Optional[C
         return None
     info = value.get("info")
     session = optional_str(value, "session_id") or optional_str(value, "id")
-    return Conversation(messages, [0], [line], session, optional_str(info, "exit_status"), optional_str(value, "path"))
+    trajectory = optional_str(value, "trajectory_format") or ""
+    text_actions = trajectory.startswith("mini-swe-agent") or (isinstance(info, dict) and "mini_version" in info)
+    exit_status = optional_str(info, "exit_status")
+    last = messages[-1] if messages else None
+    if exit_status is None and isinstance(last, dict) and last.get("role") == "exit":
+        exit_status = optional_str(last.get("extra"), "exit_status")
+    return Conversation(messages, [0], [line], session, exit_status, optional_str(value, "path"), text_actions)
