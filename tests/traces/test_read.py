@@ -45,6 +45,7 @@ def collect(data: bytes, **options: Any) -> tuple[list, List[TraceFormatError]]:
         ("mini_swe_agent_tools.traj.json", "openai-chat"),  # ends with a role "exit" message
         ("openai_responses.jsonl", "openai-responses"),
         ("anthropic.jsonl", "anthropic"),
+        ("claude_code.jsonl", "claude-code"),
         ("otlp.jsonl", "otlp"),
         ("otlp_document.json", "otlp"),
     ],
@@ -64,7 +65,7 @@ def test_the_corpus_run_format_is_sniffed() -> None:
 
 
 def test_formats_lists_every_reader() -> None:
-    assert FORMATS == ("doomloop", "runs", "openai-chat", "openai-responses", "anthropic", "otlp")
+    assert FORMATS == ("doomloop", "runs", "openai-chat", "openai-responses", "anthropic", "claude-code", "otlp")
 
 
 def test_plain_messages_several_formats_share_are_ambiguous_and_the_error_lists_them() -> None:

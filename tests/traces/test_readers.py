@@ -362,6 +362,54 @@ def test_anthropic_steps_of_one_request() -> None:
     ]
 
 
+# --- Claude Code ----------------------------------------------------------------------------------
+
+
+def test_claude_code_a_session_its_subagent_and_a_loop_after_the_compaction() -> None:
+    session, subagent = runs_of("claude_code.jsonl")
+    assert (session.session_id, session.format) == ("7c1f3a52-9d4e-4b8a-a0c2-5e61f0d2b9e4", "claude-code")
+    # The meta entry, the title and the file snapshot are not steps; the summary after the
+    # compaction boundary is the compaction's text, not a user turn.
+    assert kinds(session) == ["user", "tool:Bash", "tool:Read", "tool:Grep", "compaction"] + ["tool:Read"] * 5 + [
+        "tool:Bash",
+        "user",
+    ]
+    build, read_step, grep, compaction = session.steps[1:5]
+    # One message over two entries (its text, then its call), each with the usage: counted once,
+    # the cached input added in.
+    assert (build.thought, build.input_tokens, build.output_tokens) == ("I'll run the build to see the error.", 14204, 96)
+    assert build.is_error and build.result_text is not None and "error TS2322" in build.result_text
+    assert (build.started, build.ended) == (1759395605.185, 1759395609.333)
+    # Two parallel calls over three entries (a thinking block first): the usage on the first.
+    assert (read_step.call_id, read_step.input_tokens, grep.call_id, grep.input_tokens) == ("toolu_02", 14506, "toolu_03", None)
+    assert compaction.text is not None and compaction.text.startswith("This session is being continued")
+    interrupted = session.steps[10]
+    assert (interrupted.tool, interrupted.result_text, interrupted.ended) == ("Bash", None, None)
+    assert subagent.session_id == "7c1f3a52-9d4e-4b8a-a0c2-5e61f0d2b9e4/5b2e91aa"
+    assert kinds(subagent) == ["user", "tool:Grep"]
+    looping, healthy = scan(TRACES / "claude_code.jsonl", strict=True)
+    assert {(finding.code, finding.tool) for finding in looping.findings} == {
+        ("guard.compaction_loop", "Read"),
+        ("session.repeated_action", "Read"),
+    }
+    assert healthy.findings == ()
+
+
+def test_claude_code_entries_that_cannot_be_read_are_reported() -> None:
+    skipped: List[TraceFormatError] = []
+    entry = {"type": "user", "sessionId": "s1", "message": {"role": "user", "content": "hi"}}
+    lines = [entry, [1], {"type": "progress", "sessionId": "s1"}, {"type": "assistant", "sessionId": "s1", "message": "oops"}]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    (run,) = read(io.BytesIO(data), format="claude-code", on_skip=skipped.append)
+    assert kinds(run) == ["user"]
+    # An entry of a kind the reader does not know (later versions add some) is no step, and
+    # not an error.
+    assert [(error.line, str(error).split(": ", 1)[-1]) for error in skipped] == [
+        (2, "a transcript entry is an object, got an array"),
+        (4, "message: expected an object, got a string"),
+    ]
+
+
 # --- OTLP -----------------------------------------------------------------------------------------
 
 

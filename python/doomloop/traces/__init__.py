@@ -7,7 +7,8 @@ records, and what the detectors would have said about them.
   (:mod:`~doomloop.traces.runs`), OpenAI chat-completions messages
   (:mod:`~doomloop.traces.openai_chat`), OpenAI Responses items
   (:mod:`~doomloop.traces.openai_responses`), Anthropic Messages
-  (:mod:`~doomloop.traces.anthropic`) and OpenTelemetry GenAI spans in OTLP JSON
+  (:mod:`~doomloop.traces.anthropic`), Claude Code session transcripts
+  (:mod:`~doomloop.traces.claude_code`) and OpenTelemetry GenAI spans in OTLP JSON
   (:mod:`~doomloop.traces.otlp`). :func:`sniff` names the format ``format="auto"`` picks.
   Malformed records are reported (``on_skip``) and skipped, or raised with ``strict=True``.
 - ``openai_chat.steps``, ``openai_responses.steps`` and ``anthropic.steps`` read one request's

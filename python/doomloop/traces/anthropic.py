@@ -62,10 +62,12 @@ def steps(messages: Any, *, on_skip: Optional[Callable[[TraceFormatError], None]
     if not isinstance(messages, list):
         report_to(on_skip)(f"messages: expected an array, got {kind(messages)}", None)
         return []
-    return _steps(messages, report_to(on_skip), lambda index: None)
+    return message_steps(messages, report_to(on_skip), lambda index: None)
 
 
-def _steps(messages: List[Any], report: Report, line_of: Callable[[int], Optional[int]]) -> List[Step]:
+def message_steps(messages: List[Any], report: Report, line_of: Callable[[int], Optional[int]]) -> List[Step]:
+    """The steps of ``messages``, each problem passed to ``report`` with the line
+    ``line_of(index)`` gives (the Claude Code reader's messages are read here too)."""
     results: Dict[str, Dict[str, Any]] = {}
     for message in messages:
         content = message.get("content") if isinstance(message, dict) else None
@@ -202,7 +204,7 @@ def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: O
     """The runs of a file's records (see the module's documentation)."""
     read = lambda value, line: _conversation(value, line, report)  # noqa: E731
     for conversation in conversations(records, read, _answers):
-        found = _steps(conversation.items, report, conversation.line_of)
+        found = message_steps(conversation.items, report, conversation.line_of)
         yield Run(conversation.path, conversation.exit_status, tuple(found), conversation.session_id, None, source, NAME)
 
 

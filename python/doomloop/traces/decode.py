@@ -4,9 +4,10 @@ trace lines), the standard library otherwise, with the same results and errors."
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from typing import Any, Callable, Optional, Tuple, Union
 
-__all__ = ["JSONDecodeError", "dumps", "kind", "loads", "maybe_json", "not_json", "optional_str", "tokens"]
+__all__ = ["JSONDecodeError", "dumps", "kind", "loads", "maybe_json", "not_json", "optional_str", "rfc3339_seconds", "tokens"]
 
 JSONDecodeError = json.JSONDecodeError
 """What :func:`loads` raises for text that is not JSON (orjson's error subclasses it)."""
@@ -57,6 +58,18 @@ def not_json(raw: bytes, error: Exception) -> str:
     return f"not JSON ({error})"
 
 
+def rfc3339_seconds(value: Any) -> Optional[float]:
+    """Seconds since the epoch of an RFC 3339 time (UTC when it has no offset); None for
+    anything else."""
+    if type(value) is not str:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)).timestamp()
+
+
 def optional_str(record: Any, key: str) -> Optional[str]:
     """``record[key]`` when ``record`` is an object holding a string there, else None."""
     value = record.get(key) if isinstance(record, dict) else None
@@ -75,17 +88,22 @@ def kind(value: Any) -> str:
 def tokens(usage: Any) -> Tuple[Optional[int], Optional[int]]:
     """``(input_tokens, output_tokens)`` of a usage object, in the names of either API
     (``input_tokens``/``output_tokens`` or ``prompt_tokens``/``completion_tokens``); a count
-    that is not a non-negative integer is None."""
+    that is not a non-negative integer is None. Anthropic counts the cached part of the input
+    apart: its ``cache_creation_input_tokens`` and ``cache_read_input_tokens`` are added in."""
     if type(usage) is not dict and not isinstance(usage, dict):
         return None, None
     get = usage.get
     given = get("input_tokens")
     if given is None:
-        given = get("prompt_tokens")
+        given = _count(get("prompt_tokens"))
+    else:
+        given = _count(given)
+        if given is not None and ("cache_read_input_tokens" in usage or "cache_creation_input_tokens" in usage):
+            given += (_count(get("cache_creation_input_tokens")) or 0) + (_count(get("cache_read_input_tokens")) or 0)
     produced = get("output_tokens")
     if produced is None:
         produced = get("completion_tokens")
-    return _count(given), _count(produced)
+    return given, _count(produced)
 
 
 def _count(value: Any) -> Optional[int]:

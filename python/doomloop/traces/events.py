@@ -16,11 +16,10 @@ tool, a result whose call is not pending) is reported and skipped.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from .._core import EventDecoder
-from .decode import dumps, kind, tokens
+from .decode import dumps, kind, rfc3339_seconds, tokens
 from .records import Run, Step, _new, _set, new_step
 from .source import Report, decoded_line
 
@@ -248,12 +247,8 @@ def _time(value: Any, report: Report, line: Optional[int]) -> Optional[float]:
         return None
     if type(value) is float or type(value) is int:
         return float(value)
-    if type(value) is str:
-        try:
-            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            pass
-        else:
-            return (moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)).timestamp()
+    seconds = rfc3339_seconds(value)
+    if seconds is not None:
+        return seconds
     report(f"ts: expected epoch seconds or an RFC 3339 time, got {value!r} (kept without a time)", line)
     return None

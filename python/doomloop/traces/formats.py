@@ -7,6 +7,7 @@ The formats, by name (:data:`FORMATS`):
 - ``"openai-chat"``: OpenAI chat-completions message lists (:mod:`doomloop.traces.openai_chat`);
 - ``"openai-responses"``: OpenAI Responses API items (:mod:`doomloop.traces.openai_responses`);
 - ``"anthropic"``: Anthropic Messages (:mod:`doomloop.traces.anthropic`);
+- ``"claude-code"``: Claude Code session transcripts (:mod:`doomloop.traces.claude_code`);
 - ``"otlp"``: OpenTelemetry GenAI spans as OTLP JSON (:mod:`doomloop.traces.otlp`).
 """
 
@@ -17,7 +18,7 @@ from itertools import chain
 from types import ModuleType
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
-from . import anthropic, events, openai_chat, openai_responses, otlp, runs
+from . import anthropic, claude_code, events, openai_chat, openai_responses, otlp, runs
 from .errors import TraceFormatError
 from .records import Run
 from .source import MAX_LINE_BYTES, Records, Report, Source, open_source
@@ -25,7 +26,7 @@ from .source import MAX_LINE_BYTES, Records, Report, Source, open_source
 __all__ = ["FORMATS", "SNIFF_RECORDS", "read", "sniff"]
 
 _READERS: Dict[str, ModuleType] = {
-    module.NAME: module for module in (events, runs, openai_chat, openai_responses, anthropic, otlp)
+    module.NAME: module for module in (events, runs, openai_chat, openai_responses, anthropic, claude_code, otlp)
 }
 FORMATS: Tuple[str, ...] = tuple(_READERS)
 """The names of the formats :func:`read` reads."""
