@@ -1007,9 +1007,7 @@ fn scalar_digest_and_sketch<'py>(
             // Short or ASCII text is read once for both (as `str_digest` reads it).
             if str_length(string).is_ok_and(|length| length < STR_PIECE) {
                 if let Ok(text) = string.to_str() {
-                    let mut features = TextFeatures::new(context);
-                    features.feed(text.as_bytes(), sketch);
-                    features.finish(sketch);
+                    fp::feed_text(context, text.as_bytes(), sketch);
                     return Some((fingerprint_utf8(item.py(), text), Some(string.clone())));
                 }
             }
@@ -1161,9 +1159,9 @@ impl<'py> SketchWalk<'_, 'py> {
 /// Feed a str's text features: its UTF-8 encoding (lone surrogates as `surrogatepass`
 /// encodes them), read a `STR_PIECE` of code points at a time when it is long and not ASCII.
 fn sketch_str(string: &Bound<'_, PyString>, context: u64, sketch: &mut Sketch) {
-    let mut features = TextFeatures::new(context);
     let length = str_length(string).unwrap_or(0);
     if length >= STR_PIECE && !is_ascii(string).unwrap_or(true) {
+        let mut features = TextFeatures::new(context);
         let mut start = 0;
         while start < length {
             let end = length.min(start + STR_PIECE);
@@ -1172,12 +1170,12 @@ fn sketch_str(string: &Bound<'_, PyString>, context: u64, sketch: &mut Sketch) {
             }
             start = end;
         }
+        features.finish(sketch);
     } else if let Ok(text) = string.to_str() {
-        features.feed(text.as_bytes(), sketch);
+        fp::feed_text(context, text.as_bytes(), sketch);
     } else if let Ok(encoded) = surrogatepass(string) {
-        features.feed(encoded.as_bytes(), sketch);
+        fp::feed_text(context, encoded.as_bytes(), sketch);
     }
-    features.finish(sketch);
 }
 
 /// Code points of a long non-ASCII str [`str_preview`] reads.

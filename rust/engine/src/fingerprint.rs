@@ -454,18 +454,14 @@ impl Sketch {
     #[inline]
     fn insert_below(&mut self, hash: u64) {
         let len = usize::from(self.len).min(SKETCH_SIZE);
-        // Where it goes: the number of kept hashes below it, counted by a branch-free binary
-        // search over the 32 slots (a slot past `len` reads as above every hash).
-        let slot = |i: usize| if i < len { self.hashes[i] } else { u64::MAX };
-        let mut at = 0;
-        let mut step = SKETCH_SIZE / 2;
-        while step > 0 {
-            if slot(at + step - 1) < hash {
-                at += step;
-            }
-            step /= 2;
+        // Where it goes: after the kept hashes below it, found from the top. A sketch of
+        // arguments keeps a handful of hashes, and each one passed is one that moves up a slot
+        // anyway, so this costs less than a binary search before the move.
+        let mut at = len;
+        while at > 0 && self.hashes[at - 1] > hash {
+            at -= 1;
         }
-        if slot(at) == hash && at < len {
+        if at > 0 && self.hashes[at - 1] == hash {
             return;
         }
         let end = if len == SKETCH_SIZE {
@@ -777,10 +773,58 @@ pub fn word_byte(byte: u8) -> u8 {
 /// The sketch of a whole text under `context`.
 pub fn sketch_text(context: u64, text: &[u8]) -> Sketch {
     let mut sketch = Sketch::default();
-    let mut features = TextFeatures::new(context);
-    features.feed(text, &mut sketch);
-    features.finish(&mut sketch);
+    feed_text(context, text, &mut sketch);
     sketch
+}
+
+/// Feed the features of a whole text, as [`TextFeatures`] reads it in one piece and then
+/// finishes: a word at a time, the rule's state in locals, rather than a state change a byte
+/// (an action's arguments are short texts read whole).
+pub fn feed_text<S: FeatureSink>(context: u64, text: &[u8], sketch: &mut S) {
+    let mut at = 0;
+    let mut after_slash = false;
+    loop {
+        // The separators before the next word: the last one says whether it follows a slash.
+        while let Some(&byte) = text.get(at) {
+            if FOLD[usize::from(byte)] != SEPARATOR {
+                break;
+            }
+            after_slash = byte == b'/' || byte == b'\\';
+            at += 1;
+        }
+        if at >= text.len() {
+            return;
+        }
+        let start = at;
+        let mut folded = Word::EMPTY;
+        let (mut has_digit, mut has_letter, mut last_was_digit) = (false, false, false);
+        while let Some(&byte) = text.get(at) {
+            let byte = FOLD[usize::from(byte)];
+            if byte == SEPARATOR {
+                break;
+            }
+            let digit = byte == b'0';
+            has_digit |= digit;
+            has_letter |= !digit;
+            if !(digit && last_was_digit) {
+                folded.push(byte);
+            }
+            last_was_digit = digit;
+            at += 1;
+        }
+        // Digits in a file or path name are another file, not a counter (see `end_word`).
+        let path = has_digit && has_letter && (after_slash || matches!(text.get(at), Some(b'.' | b'/' | b'\\')));
+        if path {
+            let mut raw = Word::EMPTY;
+            for &byte in &text[start..at] {
+                let folded = FOLD[usize::from(byte)];
+                raw.push(if folded == b'0' { byte } else { folded });
+            }
+            raw.emit(context, sketch);
+        } else {
+            folded.emit(context, sketch);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -875,6 +919,39 @@ mod tests {
         feed.feed_code_points(&[0xd800], &mut lone);
         feed.finish(&mut lone);
         assert_eq!(lone, sketch_text(7, &[0xed, 0xa0, 0x80]));
+    }
+
+    #[test]
+    fn whole_texts_read_as_the_streaming_reader_reads_them_byte_by_byte() {
+        // The whole-text reader against the streaming one fed a byte at a time.
+        let alphabet = b"abcXYZ_09/\\.- \xc3\xa9\t";
+        let mut next = crate::chant::xorshift(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..2000 {
+            let length = (next() % 40) as usize;
+            let text: Vec<u8> = (0..length)
+                .map(|_| {
+                    // Mostly letters, so that long words and their fast path are common.
+                    let pick = (next() >> 32) as usize % (alphabet.len() * 2);
+                    if pick < alphabet.len() {
+                        alphabet[pick]
+                    } else {
+                        b'a' + (pick % 26) as u8
+                    }
+                })
+                .collect();
+            let mut one_by_one = Sketch::default();
+            let mut feed = TextFeatures::new(3);
+            for byte in &text {
+                feed.feed(std::slice::from_ref(byte), &mut one_by_one);
+            }
+            feed.finish(&mut one_by_one);
+            assert_eq!(
+                sketch_text(3, &text),
+                one_by_one,
+                "{:?}",
+                String::from_utf8_lossy(&text)
+            );
+        }
     }
 
     #[test]

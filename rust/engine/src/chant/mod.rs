@@ -444,10 +444,10 @@ impl Chant<u32> {
     }
 }
 
-/// A xorshift64 stream for the kernels' randomised tests: no dependency, the same inputs on
+/// A xorshift64 stream for the engine's randomised tests: no dependency, the same inputs on
 /// every run.
 #[cfg(test)]
-fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+pub(crate) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
     let mut state = seed;
     move || {
         state ^= state << 13;
