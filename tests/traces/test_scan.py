@@ -160,6 +160,40 @@ def test_loop_cost_counts_the_steps_tokens_and_time_inside_loops(tmp_path: Path)
     assert finding.last_step == 7 and finding.line == finding.first_step
 
 
+ANSWER = "I cannot change that order: the warehouse has shipped it. Please ask the carrier for a return label."
+
+
+def test_a_loop_that_goes_on_across_the_users_turns_is_one_loop(tmp_path: Path) -> None:
+    # The same answer to eight user messages: the monitor warns at the third answer and
+    # again at every one after it, each turn's warning a stretch of its own; the report's
+    # loop runs from the first warning to the last, the user messages between included.
+    lines: List[Dict[str, Any]] = []
+    for turn in range(8):
+        lines += [{"type": "user", "session": "s", "text": f"where is my refund? ({turn})"}]
+        lines += [{"type": "assistant", "session": "s", "text": ANSWER}]
+    (report,) = scan(events(tmp_path / "turns.jsonl", lines))
+    (finding,) = report.findings
+    assert finding.code == "session.repeated_output"
+    assert (finding.first_step, finding.last_step, finding.fired_step) == (6, 16, 6)
+    assert report.loop_steps == 11 and report.verdict.startswith("warning: 1 loop (session.repeated_output)")
+
+
+def test_findings_of_one_code_with_more_than_user_messages_between_are_two_loops(tmp_path: Path) -> None:
+    # The same answers, but the fifth turn is answered otherwise: the warnings before it and
+    # the one three alike answers after it are more than user messages apart.
+    lines: List[Dict[str, Any]] = []
+    for turn in range(8):
+        lines += [{"type": "user", "session": "s", "text": f"where is my refund? ({turn})"}]
+        answer = "Let me look the order up again." if turn == 4 else ANSWER
+        lines += [{"type": "assistant", "session": "s", "text": answer}]
+    (report,) = scan(events(tmp_path / "turns.jsonl", lines))
+    assert [(finding.code, finding.first_step, finding.last_step) for finding in report.findings] == [
+        ("session.repeated_output", 6, 8),
+        ("session.repeated_output", 16, 16),
+    ]
+    assert report.loop_steps == 4
+
+
 def test_a_trace_without_usage_or_times_prices_no_tokens_or_time(tmp_path: Path) -> None:
     lines = [{key: value for key, value in line.items() if key not in ("usage", "ts", "ended")} for line in read_loop(4)]
     (report,) = scan(events(tmp_path / "bare.jsonl", lines))

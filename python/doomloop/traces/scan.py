@@ -54,6 +54,9 @@ LEVELS = ("warning", "critical")
 LOOKBACK = 4096
 """Steps whose tokens and times a session's scan keeps to price a loop: far more than any
 detector's window (a finding's span never reaches further back)."""
+TURNS_KEPT = 64
+"""Runs of consecutive user messages a session's scan remembers, to tell a loop that goes on
+across the user's turns (its findings only user messages apart) from two loops."""
 TIMELINE_LIMIT = 20_000
 """At most this many step marks per session are kept for the timeline (``timeline=True``)."""
 SKIPS_KEPT = 1000
@@ -510,6 +513,9 @@ class _Ledger:
         self.counted: List[Tuple[int, int]] = []  # merged spans already counted, within LOOKBACK
         self.keep_timeline = timeline
         self.timeline: List[StepMark] = []
+        # The latest runs of consecutive user messages, [first, last] step: what may come
+        # between two findings of one loop.
+        self.turns: Deque[List[int]] = deque(maxlen=TURNS_KEPT)
 
     def track(self, steps: Iterable[Step], monitor: Any) -> Iterator[Step]:
         """``steps``, noting each one as replay takes it (the monitor's step count then is
@@ -530,6 +536,12 @@ class _Ledger:
                 seconds = mark - since if mark > since else 0.0
                 last = mark
             append((monitor.step, number, tokens, seconds, step.line))
+            if step.kind == "user":
+                turns = self.turns
+                if turns and turns[-1][1] == number - 1:
+                    turns[-1][1] = number
+                else:
+                    turns.append([number, number])
             if self.keep_timeline and len(self.timeline) < TIMELINE_LIMIT:
                 self.timeline.append(StepMark(number, step.kind, step.tool, tokens, seconds))
             yield step
@@ -548,11 +560,19 @@ class _Ledger:
         first = min(self.session_step(finding.first_step), last)
         self._count(first, last)
         # One loop can name several tools (a ping-pong names each side in turn): its
-        # findings are one loop while their spans touch.
+        # findings are one loop while their spans touch, or while only user messages come
+        # between them (the monitor starts each turn's stretches afresh, but an agent that
+        # answers every turn alike is in one loop).
         at = self.open.get(finding.code)
-        if at is not None and first <= self.findings[at].last_step + 1:
-            self.findings[at] = _merge(self.findings[at], finding, first, last)
-            return
+        if at is not None:
+            after = self.findings[at].last_step + 1
+            if first <= after:
+                self.findings[at] = _merge(self.findings[at], finding, first, last)
+                return
+            if self._only_user_messages(after, first - 1):
+                self._count(after, first - 1)
+                self.findings[at] = _merge(self.findings[at], finding, first, last)
+                return
         self.open[finding.code] = len(self.findings)
         self.findings.append(
             LoopFinding(
@@ -570,6 +590,10 @@ class _Ledger:
                 line=self._line(first),
             )
         )
+
+    def _only_user_messages(self, first: int, last: int) -> bool:
+        """Whether the steps ``first..last`` (at least one) are all user messages."""
+        return any(begins <= first and last <= ends for begins, ends in self.turns)
 
     def _line(self, step: int) -> Optional[int]:
         # The recent steps are consecutive: the one wanted is at its distance from the oldest.
