@@ -85,54 +85,43 @@ def _steps(
     answered: Set[int] = set()
     out: List[Step] = []
     for index, message in enumerate(messages):
-        where = f"messages[{index}]"
+        line = line_of(index)
         if not isinstance(message, dict):
-            report(f"{where}: expected an object, got {kind(message)}", line_of(index))
+            report(f"messages[{index}]: expected an object, got {kind(message)}", line)
             continue
         role = message.get("role")
         if role == "assistant":
             calls = message.get("tool_calls")
             text = content_text(message.get("content"), _TEXT)
             given, produced = tokens(_usage(message))
-            if isinstance(calls, list) and calls:
-                _calls(calls, text, given, produced, results, matched, out, report, where, line_of(index))
+            if calls and isinstance(calls, list):
+                _calls(calls, text, given, produced, results, matched, out, report, index, line)
             elif message.get("function_call") is not None:
-                step = _function_call(messages, index, text, given, produced, answered, report, line_of(index))
+                step = _function_call(messages, index, text, given, produced, answered, report, line)
                 if step is not None:
                     out.append(step)
             elif text_actions and (command := _text_action(text)) is not None:
-                out.append(_text_action_step(messages, index, command, text, given, produced, answered, line_of(index)))
+                out.append(_text_action_step(messages, index, command, text, given, produced, answered, line))
             else:
                 out.append(
-                    new_step(
-                        None, None, None, None, None, None, False, "assistant", text, None, given, produced, line=line_of(index)
-                    )
+                    new_step(None, None, None, None, None, None, False, "assistant", text, None, given, produced, line=line)
                 )
+        elif role == "tool":
+            if not isinstance(message.get("tool_call_id"), str):
+                report(f"messages[{index}]: a tool message without a tool_call_id", line)
         elif role == "user":
             if index in answered:
                 continue
             out.append(
                 new_step(
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    False,
-                    "user",
-                    content_text(message.get("content"), _TEXT),
-                    line=line_of(index),
+                    None, None, None, None, None, None, False, "user", content_text(message.get("content"), _TEXT), line=line
                 )
             )
-        elif role == "tool":
-            if not isinstance(message.get("tool_call_id"), str):
-                report(f"{where}: a tool message without a tool_call_id", line_of(index))
         elif role == "function":
             if index not in answered:
-                report(f"{where}: a function result for {message.get('name')!r}, which no function_call has", line_of(index))
+                report(f"messages[{index}]: a function result for {message.get('name')!r}, which no function_call has", line)
         elif role not in _QUIET_ROLES:
-            report(f"{where}.role: unknown role {role!r}", line_of(index))
+            report(f"messages[{index}].role: unknown role {role!r}", line)
     for call_id, (index, _) in results.items():
         if call_id not in matched:
             report(f"messages[{index}]: a result for {call_id!r}, which no call has", line_of(index))
@@ -148,38 +137,31 @@ def _calls(
     matched: Set[str],
     out: List[Step],
     report: Report,
-    where: str,
+    index: int,
     line: Optional[int],
 ) -> None:
+    # The message's text and usage go with its first call.
     first = True
     for number, call in enumerate(calls):
         function = call.get("function") if isinstance(call, dict) else None
-        name = function.get("name") if isinstance(function, dict) else None
-        if not isinstance(function, dict) or not isinstance(name, str):
-            report(f"{where}.tool_calls[{number}]: a call without a function name", line)
+        if not isinstance(function, dict) or not isinstance(name := function.get("name"), str):
+            report(f"messages[{index}].tool_calls[{number}]: a call without a function name", line)
             continue
         call_id = call.get("id")
-        if not isinstance(call_id, str):
-            call_id = None
-            report(f"{where}.tool_calls[{number}]: a call without an id (kept, with no result)", line)
-        found = results.get(call_id) if call_id is not None else None
         result = None
-        if found is not None:
-            matched.add(call_id)
-            result = content_text(found[1].get("content"), _TEXT) or ""
-        out.append(
-            call_step(
-                name,
-                maybe_json(function.get("arguments")),
-                call_id,
-                text if first else None,
-                result,
-                given if first else None,
-                produced if first else None,
-                line,
-            )
-        )
-        first = False
+        if isinstance(call_id, str):
+            found = results.get(call_id)
+            if found is not None:
+                matched.add(call_id)
+                result = content_text(found[1].get("content"), _TEXT) or ""
+        else:
+            call_id = None
+            report(f"messages[{index}].tool_calls[{number}]: a call without an id (kept, with no result)", line)
+        if first:
+            out.append(call_step(name, maybe_json(function.get("arguments")), call_id, text, result, given, produced, line))
+            first = False
+        else:
+            out.append(call_step(name, maybe_json(function.get("arguments")), call_id, None, result, None, None, line))
 
 
 def _function_call(
