@@ -44,8 +44,15 @@ def collect(data: bytes, **options: Any) -> tuple[list, List[TraceFormatError]]:
         ("mini_swe_agent_text.traj.json", "openai-chat"),
         ("mini_swe_agent_tools.traj.json", "openai-chat"),  # ends with a role "exit" message
         ("openai_responses.jsonl", "openai-responses"),
+        ("codex_rollout.jsonl", "codex"),
+        ("codex_legacy.jsonl", "codex"),  # the format before September 2025
+        ("codex_exec.jsonl", "codex-exec"),
         ("anthropic.jsonl", "anthropic"),
         ("claude_code.jsonl", "claude-code"),
+        ("gemini_contents.json", "gemini"),
+        ("gemini_requests.jsonl", "gemini"),
+        ("gemini_cli_session.jsonl", "gemini-cli"),
+        ("gemini_cli_session.json", "gemini-cli"),
         ("otlp.jsonl", "otlp"),
         ("otlp_document.json", "otlp"),
     ],
@@ -65,7 +72,19 @@ def test_the_corpus_run_format_is_sniffed() -> None:
 
 
 def test_formats_lists_every_reader() -> None:
-    assert FORMATS == ("doomloop", "runs", "openai-chat", "openai-responses", "anthropic", "claude-code", "otlp")
+    assert FORMATS == (
+        "doomloop",
+        "runs",
+        "openai-chat",
+        "openai-responses",
+        "codex",
+        "codex-exec",
+        "anthropic",
+        "claude-code",
+        "gemini",
+        "gemini-cli",
+        "otlp",
+    )
 
 
 def test_plain_messages_several_formats_share_are_ambiguous_and_the_error_lists_them() -> None:
@@ -86,6 +105,13 @@ def test_a_later_record_with_a_mark_settles_an_ambiguous_start() -> None:
         {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "ls", "arguments": "{}"}}]},
     ]
     assert sniff(io.BytesIO(jsonl(plain, marked))) == "openai-chat"
+
+
+def test_a_gemini_user_content_is_gemini_only_and_a_model_content_marks_it() -> None:
+    user = {"role": "user", "parts": [{"text": "List the files."}]}
+    assert sniff(io.BytesIO(jsonl(user))) == "gemini"  # 1: plausible, and no other format fits
+    model = {"role": "model", "parts": [{"functionCall": {"name": "ls", "args": {}}}]}
+    assert sniff(io.BytesIO(jsonl([user, model]))) == "gemini"
 
 
 def test_an_unknown_format_is_an_error_naming_the_file(tmp_path: Path) -> None:

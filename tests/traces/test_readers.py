@@ -326,6 +326,240 @@ def test_openai_responses_steps_of_one_request() -> None:
     assert (only.kind, only.text) == ("user", "just text")
 
 
+# --- Codex ----------------------------------------------------------------------------------------
+
+
+def rollout(lines: List[Dict[str, Any]]) -> bytes:
+    """Rollout lines, each ``{"type", "payload"}`` given a timestamp a second after the last."""
+    stamped = [{"timestamp": f"2025-11-03T14:20:{second:02d}.000Z", **line} for second, line in enumerate(lines)]
+    return "".join(json.dumps(line) + "\n" for line in stamped).encode()
+
+
+def test_codex_a_rollout_its_context_messages_and_a_loop_after_the_compaction() -> None:
+    (run,) = runs_of("codex_rollout.jsonl")
+    assert (run.session_id, run.format) == ("019a4b2e-5c7d-7e10-8f3a-6b1d2c9e0a47", "codex")
+    # The AGENTS.md and environment messages are context, not turns; the UI's events repeat
+    # the items and are no steps.
+    assert (
+        kinds(run) == ["user"] + ["tool:shell"] * 5 + ["tool:apply_patch", "assistant", "user", "compaction"] + ["tool:shell"] * 7
+    )
+    ls, log, failing, garbled, cat, patch = run.steps[1:7]
+    # Two parallel calls: the usage of the response (the token_count after it) on the first;
+    # each call ends when the line with its output was written, whatever their order.
+    assert (ls.arguments["command"], ls.input_tokens, ls.output_tokens, log.input_tokens) == (
+        ["bash", "-lc", "ls -R src tests"],
+        6211,
+        274,
+        None,
+    )
+    assert (ls.started, ls.ended, log.started, log.ended) == (1762179608.604, 1762179608.733, 1762179608.611, 1762179608.702)
+    # The exit code of the output's metadata; the whole output is the result.
+    assert (failing.thought, failing.returncode, failing.is_error) == ("I'll run the order tests to see the failure.", 1, True)
+    assert failing.result_text is not None and json.loads(failing.result_text)["metadata"] == {
+        "exit_code": 1,
+        "duration_seconds": 0.8,
+    }
+    assert (failing.input_tokens, failing.output_tokens) == (6950, 96)
+    assert isinstance(garbled.arguments, str) and garbled.arguments.startswith('{"command":["bash","-lc","sed -n 1,60p')
+    assert garbled.result_text is not None and garbled.result_text.startswith("failed to parse function arguments")
+    assert (garbled.returncode, garbled.is_error, cat.returncode, cat.is_error) == (None, False, 0, False)
+    assert isinstance(patch.arguments, str) and patch.arguments.startswith(
+        "*** Begin Patch\n*** Update File: src/inventory/orders.py"
+    )
+    assert (patch.returncode, patch.is_error, patch.input_tokens) == (0, False, 7902)
+    compaction = run.steps[9]
+    assert compaction.text is not None and compaction.text.startswith("The user asked to fix test_order_total")
+    assert (compaction.started, compaction.line) == (1762179706.774, 38)
+    interrupted = run.steps[-1]
+    assert (interrupted.tool, interrupted.result_text, interrupted.ended, interrupted.input_tokens) == ("shell", None, None, 4300)
+    (report,) = scan(TRACES / "codex_rollout.jsonl", strict=True)
+    assert {(finding.code, finding.tool) for finding in report.findings} == {
+        ("guard.compaction_loop", "shell"),
+        ("session.repeated_action", "shell"),
+    }
+
+
+def test_codex_the_legacy_format_and_a_local_shell_call() -> None:
+    (run,) = runs_of("codex_legacy.jsonl")
+    assert (run.session_id, run.format) == ("5973b6c0-94b8-487b-a530-2aeb6098ae0e", "codex")
+    assert kinds(run) == ["user", "tool:local_shell", "tool:shell", "assistant"]
+    check, sed = run.steps[1:3]
+    assert (check.arguments["command"], check.call_id, check.returncode, check.is_error) == (
+        ["make", "check"],
+        "call_u7Yt5Rd3",
+        2,
+        True,
+    )
+    assert (sed.arguments, sed.returncode, sed.started) == ({"command": ["sed", "-n", "1,5p", "ledger/io.py"]}, 0, None)
+
+
+def codex_item(payload: Dict[str, Any]) -> Dict[str, Any]:
+    return {"type": "response_item", "payload": payload}
+
+
+def codex_call(call_id: str, name: str, arguments: Dict[str, Any], output: Optional[str]) -> List[Dict[str, Any]]:
+    call = codex_item({"type": "function_call", "name": name, "arguments": json.dumps(arguments), "call_id": call_id})
+    if output is None:
+        return [call]
+    return [call, codex_item({"type": "function_call_output", "call_id": call_id, "output": output})]
+
+
+def codex_user(text: str) -> Dict[str, Any]:
+    return codex_item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+
+
+def test_codex_newer_outputs_a_usage_given_twice_and_a_compaction_written_twice(tmp_path: Path) -> None:
+    usage = {
+        "input_tokens": 900,
+        "cached_input_tokens": 512,
+        "output_tokens": 40,
+        "reasoning_output_tokens": 16,
+        "total_tokens": 940,
+    }
+    token_count = {"type": "event_msg", "payload": {"type": "token_count", "info": {"last_token_usage": usage}}}
+    unified = "Chunk ID: 5f2a\nWall time: 0.5012 seconds\nProcess exited with code 0\nOriginal token count: 1\nOutput:\nok"
+    lines = [
+        codex_user("fix"),
+        codex_item({"type": "reasoning", "summary": []}),  # the response's first item: its usage
+        *codex_call("a", "shell_command", {"command": "pytest"}, None),
+        token_count,
+        token_count,  # the same usage again, with nothing produced since: counted once
+        codex_item(
+            {
+                "type": "function_call_output",
+                "call_id": "a",
+                "output": "Exit code: 1\nWall time: 0.3 seconds\nOutput:\n1 failed\n",
+            }
+        ),
+        *codex_call("b", "exec_command", {"cmd": "make"}, unified),
+        *codex_call(
+            "c", "shell_command", {"command": "cat log"}, "Exit code: 0\nWall time: 0.1 seconds\nOutput:\nExit code: 9\n"
+        ),
+        codex_item({"type": "compaction", "encrypted_content": "gAAAA"}),
+        {"type": "compacted", "payload": {"message": "Ran the tests; one fails."}},
+        codex_user("<turn_aborted>\n</turn_aborted>"),
+        {"type": "compacted", "payload": {"message": "", "replacement_history": []}},  # compacted by the server: no text
+    ]
+    # Without a session_meta line, the session is the uuid in the file's name.
+    path = tmp_path / "rollout-2025-11-03T14-20-00-019a4b2e-0000-7000-8000-00000000c0de.jsonl"
+    path.write_bytes(rollout(lines))
+    (run,) = read(path, strict=True)
+    assert (run.session_id, run.format) == ("019a4b2e-0000-7000-8000-00000000c0de", "codex")
+    assert kinds(run) == ["user", "tool:shell_command", "tool:exec_command", "tool:shell_command", "compaction", "compaction"]
+    failing, make, cat, compaction, remote = run.steps[1:]
+    assert (failing.returncode, failing.is_error, failing.input_tokens, failing.output_tokens) == (1, True, 900, 40)
+    assert (make.returncode, make.is_error, make.input_tokens) == (0, False, None)
+    # The exit code is read in the header lines only, never in the output itself.
+    assert (cat.returncode, cat.result_text) == (0, "Exit code: 0\nWall time: 0.1 seconds\nOutput:\nExit code: 9\n")
+    assert (compaction.text, compaction.line, remote.text) == ("Ran the tests; one fails.", 11, None)
+
+
+def test_codex_lines_that_cannot_be_read_are_reported_and_new_kinds_are_not_errors(tmp_path: Path) -> None:
+    lines: List[Any] = [
+        {"type": "session_meta", "payload": {"id": "s1", "cli_version": "0.53.0"}},
+        {
+            "type": "response_item",
+            "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        },
+        {"type": "response_item", "payload": "oops"},
+        {"type": "response_item", "payload": {"content": []}},
+        {"type": "response_item", "payload": {"type": "ghost_snapshot", "ghost_commit": {"id": "0f3c"}}},
+        {"type": "inbox_update", "payload": {}},
+        {"type": "event_msg", "payload": {"type": "token_count", "info": None}},
+        {"type": "response_item", "payload": {"type": "function_call", "arguments": "{}", "call_id": "c1"}},
+    ]
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"[1]\n" + rollout(lines) + b"{not json\n")
+    skipped: List[TraceFormatError] = []
+    (run,) = read(path, format="codex", on_skip=skipped.append)
+    assert (run.session_id, kinds(run)) == ("s1", ["user"])
+    # Each problem names the file and the line; the items' own are found when the session is
+    # read, at the end of the file. Codex's own items (a ghost snapshot) and the kinds of line
+    # later versions add are no steps, and not errors.
+    assert all(str(error).startswith(f"{path}:{error.line}: ") for error in skipped)
+    assert [(error.line, error.problem.split(" (")[0]) for error in skipped] == [
+        (1, "a rollout line is an object, got an array"),
+        (4, "payload: expected an object, got a string"),
+        (5, "a response item without a type"),
+        (10, "not JSON"),
+        (9, "items[1]: a function_call without a name"),
+    ]
+
+
+def test_codex_exec_json_events_turns_their_usage_and_a_failed_mcp_call() -> None:
+    (run,) = runs_of("codex_exec.jsonl")
+    assert (run.session_id, run.format, run.exit_status) == ("019a2d7a-41c4-78b1-b7cc-a45d62a89cd5", "codex-exec", "failed")
+    # Each turn starts with its prompt; only completed items are steps (the command seen
+    # started is one step); the reasoning and the to-do list are none.
+    assert kinds(run) == [
+        "user",
+        "tool:shell",
+        "tool:docs.search",
+        "tool:apply_patch",
+        "tool:shell",
+        "assistant",
+        "user",
+        "tool:github.create_pull_request",
+    ]
+    failing, search, patch, passing = run.steps[1:5]
+    assert (failing.arguments, failing.call_id, failing.returncode, failing.is_error) == (
+        {"command": "bash -lc 'npm test'"},
+        "item_1",
+        1,
+        True,
+    )
+    assert failing.result_text is not None and "AssertionError: expected '2025-1-3'" in failing.result_text
+    # The turn's usage on its first step after the prompt.
+    assert (failing.input_tokens, failing.output_tokens, search.input_tokens) == (24763, 1211, None)
+    assert (search.arguments, search.result_text) == (
+        {"query": "padStart month"},
+        "String.prototype.padStart pads the start of a string.",
+    )
+    assert (patch.arguments, patch.result_text, patch.is_error) == (
+        {"changes": [{"path": "src/date.ts", "kind": "update"}]},
+        None,
+        False,
+    )
+    assert (passing.returncode, passing.is_error) == (0, False)
+    refused = run.steps[-1]
+    assert (refused.is_error, refused.error, refused.result_text, refused.input_tokens) == (True, "Bad credentials", None, None)
+
+
+def test_codex_exec_events_that_cannot_be_read_are_reported_and_each_thread_is_a_run() -> None:
+    events: List[Any] = [
+        {"type": "thread.started", "thread_id": "t1"},
+        {"type": "turn.started"},
+        {"type": "item.completed", "item": "oops"},
+        {"type": "item.completed", "item": {"id": "item_0", "type": "collab_tool_call", "tool": "spawn_agent"}},
+        {
+            "type": "item.completed",
+            "item": {
+                "id": "item_1",
+                "type": "command_execution",
+                "command": "ls",
+                "aggregated_output": "",
+                "exit_code": None,
+                "status": "declined",
+            },
+        },
+        {"type": "thread.started", "thread_id": "t2"},
+        [2],
+        {"type": "turn.started"},
+        {"type": "turn.completed", "usage": {"input_tokens": 10, "cached_input_tokens": 0, "output_tokens": 2}},
+    ]
+    data = "".join(json.dumps(event) + "\n" for event in events).encode()
+    skipped: List[TraceFormatError] = []
+    first, second = read(io.BytesIO(data), on_skip=skipped.append)
+    assert (first.session_id, first.exit_status, kinds(first)) == ("t1", None, ["user", "tool:shell"])
+    declined = first.steps[1]
+    assert (declined.returncode, declined.is_error, declined.result_text) == (None, True, "")
+    assert (second.session_id, second.exit_status, kinds(second)) == ("t2", "completed", ["user"])
+    assert [(error.line, error.problem) for error in skipped] == [
+        (3, "item: expected an object, got a string"),
+        (7, "an event is an object, got an array"),
+    ]
+
+
 # --- Anthropic ------------------------------------------------------------------------------------
 
 
@@ -407,6 +641,257 @@ def test_claude_code_entries_that_cannot_be_read_are_reported() -> None:
     assert [(error.line, str(error).split(": ", 1)[-1]) for error in skipped] == [
         (2, "a transcript entry is an object, got an array"),
         (4, "message: expected an object, got a string"),
+    ]
+
+
+# --- Gemini ---------------------------------------------------------------------------------------
+
+
+def test_gemini_a_saved_chat_with_parallel_calls_errors_code_execution_and_a_read_loop() -> None:
+    (run,) = runs_of("gemini_contents.json")
+    assert (run.format, run.session_id, run.exit_status) == ("gemini", None, None)
+    # The CLI's setup context and its answer are a user turn and an answer; a content of function
+    # responses is not a user turn.
+    assert kinds(run) == (
+        ["user", "assistant", "user", "tool:run_shell_command", "tool:read_file", "tool:read_file", "tool:search_file_content"]
+        + ["tool:glob", "tool:read_file", "tool:code_execution", "tool:replace", "tool:run_shell_command"]
+        + ["tool:read_file"] * 5
+        + ["tool:run_shell_command", "user", "tool:read_file", "tool:read_file", "tool:write_file", "tool:run_shell_command"]
+        + ["assistant"]
+    )
+    tests = run.steps[3]
+    # The thinking part is not the thought; the call part's thoughtSignature is no step.
+    assert (tests.thought, tests.call_id, tests.is_error) == ("I'll run the failing tests first.", None, False)
+    assert tests.result_text is not None and tests.result_text.startswith("Command: python -m pytest")
+    assert "Exit Code: 1" in tests.result_text
+    # Three parallel calls without ids, answered in another order: each read_file takes the
+    # response of its name in order.
+    test_file, parser, search = run.steps[4:7]
+    assert test_file.thought is not None and test_file.thought.startswith("The date comes back")
+    assert test_file.arguments == {"absolute_path": "/home/dev/dateparse/tests/test_parser.py"}
+    assert test_file.result_text is not None and test_file.result_text.startswith("from datetime import date")
+    assert parser.result_text is not None and parser.result_text.startswith('"""Parse the dates')
+    assert search.result_text is not None and search.result_text.startswith('Found 1 match for pattern "strptime"')
+    assert parser.thought is None and search.thought is None
+    glob, missing, code, replace = run.steps[7:11]
+    assert glob.arguments == '{"pattern": "src/**/date*.py"}'  # not an object: kept as it is
+    # {"error": ...} is a call that failed, its text the error.
+    assert (missing.result_text, missing.error, missing.is_error) == (
+        None,
+        "File not found: /home/dev/dateparse/src/dateparse/date_utils.py",
+        True,
+    )
+    # Built-in code execution: the code is a call, its result in the same content.
+    assert code.arguments == {
+        "language": "PYTHON",
+        "code": "from datetime import datetime\nprint(datetime.strptime('2024-03-05', '%Y-%d-%m').date())",
+    }
+    assert (code.result_text, code.is_error) == ("2024-05-03\n", False)
+    assert code.thought == (
+        "Let me confirm what strptime makes of the test's date with that format.\n"
+        "The day and month are swapped in FORMAT. I'll fix it."
+    )
+    assert replace.thought is None and replace.result_text is not None and replace.result_text.startswith("Failed to edit")
+    # The user interrupted a call: it has no result.
+    interrupted = run.steps[17]
+    assert (interrupted.arguments["command"], interrupted.result_text, interrupted.error) == (
+        "git log --oneline -5 -- src/dateparse/parser.py",
+        None,
+        None,
+    )
+    # Two parallel calls with ids, answered in reverse order: matched by id, not by name.
+    again, dates = run.steps[19:21]
+    assert (again.call_id, dates.call_id) == ("call_7f3a", "call_9c21")
+    assert again.result_text is not None and again.result_text.startswith('"""Parse the dates')
+    assert dates.result_text == 'ISO_FORMAT = "%Y-%m-%d"\n'
+    assert run.steps[-1].text is not None and run.steps[-1].text.startswith("Fixed:")
+    (report,) = scan(TRACES / "gemini_contents.json", strict=True)
+    assert ("session.repeated_action", "read_file") in {(finding.code, finding.tool) for finding in report.findings}
+
+
+def test_gemini_requests_and_responses_join_and_keep_the_usage() -> None:
+    fix, summary = runs_of("gemini_requests.jsonl")
+    assert (fix.exit_status, summary.exit_status) == ("STOP", "MAX_TOKENS")  # the last response's finishReason
+    assert kinds(fix) == ["user", "tool:list_files", "tool:read_file", "tool:read_file", "tool:run_tests", "assistant"]
+    assert [step.line for step in fix.steps] == [1, 2, 4, 4, 6, 8]
+    listing, module, test, tests, answer = fix.steps[1:]
+    # Output tokens are the candidates' and the thinking's; the thinking part is no thought.
+    assert (listing.input_tokens, listing.output_tokens, listing.thought) == (812, 14 + 96, None)
+    assert listing.result_text == "README.md\npyproject.toml\nsrc/textkit/__init__.py\nsrc/textkit/slug.py\ntests/test_slug.py"
+    assert (module.input_tokens, module.output_tokens) == (941, 38)
+    assert module.thought == "Reading the module and its test side by side."
+    assert (test.thought, test.input_tokens) == (None, None)
+    assert module.result_text is not None and module.result_text.startswith("import re")  # {"content": text}
+    assert test.result_text is not None and test.result_text.startswith("from textkit.slug import slugify")
+    # A response of another shape is its compact JSON.
+    assert tests.result_text is not None and json.loads(tests.result_text)["exit_code"] == 1
+    assert tests.output_tokens == 17 + 152
+    assert (answer.input_tokens, answer.output_tokens) == (1187, 71 + 230)
+    assert answer.text is not None and answer.text.startswith("`slugify` drops the capital letters")
+    assert kinds(summary) == ["user", "assistant"]
+
+
+def test_gemini_the_python_sdks_model_dump_and_a_batch_prediction_line() -> None:
+    # model_dump() writes snake_case names and every field, null when unset.
+    part = {"text": None, "thought": None, "inline_data": None, "function_response": None, "executable_code": None}
+    call = {**part, "function_call": {"id": None, "name": "get_weather", "args": {"city": "Oslo"}}}
+    dumped = {
+        "candidates": [{"content": {"role": "model", "parts": [call]}, "finish_reason": "STOP", "citation_metadata": None}],
+        "usage_metadata": {"prompt_token_count": 40, "candidates_token_count": 6, "thoughts_token_count": None},
+        "automatic_function_calling_history": [{"role": "user", "parts": [{**part, "text": "Weather in Oslo?"}]}],
+        "prompt_feedback": None,
+    }
+    (run,) = read(io.BytesIO(json.dumps(dumped).encode()), format="gemini")
+    user, weather = run.steps
+    assert (user.text, run.exit_status) == ("Weather in Oslo?", "STOP")
+    assert (weather.tool, weather.arguments, weather.call_id, weather.input_tokens, weather.output_tokens) == (
+        "get_weather",
+        {"city": "Oslo"},
+        None,
+        40,
+        6,
+    )
+    # A Vertex AI batch prediction line: a request and its response.
+    batch = {
+        "status": "",
+        "request": {"contents": [{"role": "user", "parts": [{"text": "Say hi."}]}]},
+        "response": {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hi!"}]}, "finishReason": "STOP"}]},
+    }
+    (run,) = read(io.BytesIO(json.dumps(batch).encode()), format="gemini")
+    assert [(step.kind, step.text) for step in run.steps] == [("user", "Say hi."), ("assistant", "Hi!")]
+
+
+def test_gemini_a_response_answers_a_call_of_the_model_content_before_it() -> None:
+    def call(name: str, call_id: Optional[str] = None) -> Dict[str, Any]:
+        return {"functionCall": {"name": name, "args": {}, **({"id": call_id} if call_id else {})}}
+
+    def response(name: str, output: str, call_id: Optional[str] = None) -> Dict[str, Any]:
+        return {"functionResponse": {"name": name, "response": {"output": output}, **({"id": call_id} if call_id else {})}}
+
+    contents = [
+        {"role": "user", "parts": [{"text": "Check the job."}]},
+        {"role": "model", "parts": [call("job_status")]},
+        {"role": "user", "parts": [{"text": "Never mind that one."}]},
+        # A new model content: the call before it waits no more, so this response is its own call's.
+        {"role": "model", "parts": [call("job_status")]},
+        {"role": "function", "parts": [response("job_status", "running")]},
+        # Ids on both sides: the response goes to its id, whatever the order.
+        {"role": "model", "parts": [call("read", "a"), call("read", "b")]},
+        {"role": "tool", "parts": [response("read", "B", "b"), response("read", "A", "a")]},
+        # An id on the response only (Gemini CLI answers calls the API gave no id): by name.
+        {"role": "model", "parts": [call("read")]},
+        {"role": "user", "parts": [response("read", "C", "read-1759395605185-0a1b2c"), response("write", "?")]},
+    ]
+    skipped: List[TraceFormatError] = []
+    (run,) = read(io.BytesIO(json.dumps(contents).encode()), format="gemini", on_skip=skipped.append)
+    assert [(step.kind, step.result_text) for step in run.steps] == [
+        ("user", None),
+        ("tool", None),
+        ("user", None),
+        ("tool", "running"),
+        ("tool", "A"),
+        ("tool", "B"),
+        ("tool", "C"),
+    ]
+    assert [str(error).split(": ", 1)[-1] for error in skipped] == [
+        "contents[8].parts[1]: a functionResponse for 'write', which no call waits for"
+    ]
+
+
+def test_gemini_records_that_cannot_be_read_are_reported_and_skipped() -> None:
+    lines = [
+        {"role": "user", "parts": [{"text": "List the files."}]},
+        3,
+        {"role": "model", "parts": "ls"},
+        {"role": "robot", "parts": []},
+        {"role": "model", "parts": [7, {"functionCall": {"args": {}}}, {"functionCall": {"name": "ls"}}, {"audio": "..."}]},
+        {"contents": "List the files."},
+        {"usage": {"promptTokenCount": 3}},
+        {"candidates": [{"content": "ls"}]},
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    skipped: List[TraceFormatError] = []
+    runs = list(read(io.BytesIO(data), format="gemini", on_skip=skipped.append))
+    # Each line of one content continues the run; the response with no content is a run of its own.
+    assert [kinds(run) for run in runs] == [["user", "tool:ls"], []]
+    # A record is reported as it is read, a content's parts when its run is complete.
+    assert sorted((error.line, str(error).split(": ", 1)[-1]) for error in skipped) == [
+        (2, "a conversation is a list of contents, a request, a response or one content, got a number"),
+        (3, "contents[1].parts: expected an array, got a string"),
+        (4, "contents[2].role: unknown role 'robot'"),
+        (5, "contents[3].parts[0]: expected an object, got a number"),
+        (5, "contents[3].parts[1]: a functionCall without a name"),
+        (5, "contents[3].parts[3]: unknown part 'audio'"),
+        (6, "contents: expected an array, got a string"),
+        (7, "a conversation is a list of contents, a request, a response or one content: no contents or candidates"),
+        (8, "candidates[0].content: expected an object, got a string"),
+    ]
+
+
+# --- Gemini CLI -----------------------------------------------------------------------------------
+
+
+def test_gemini_cli_a_session_written_line_by_line() -> None:
+    (run,) = runs_of("gemini_cli_session.jsonl")
+    assert (run.format, run.session_id) == ("gemini-cli", "3f0c9a7e-5b2d-4e61-9a8f-1c2d3e4f5a6b")
+    # The notice is no step; the rewind removes none (the agent took the turns before it).
+    assert kinds(run) == (
+        ["user", "tool:run_shell_command", "tool:read_file", "tool:read_file"]
+        + ["tool:read_file"] * 5
+        + ["tool:replace", "user", "user", "tool:replace", "tool:run_shell_command"]
+    )
+    build = run.steps[1]
+    # One message written three times (its text, its tokens, its call): one step, on the last line.
+    assert (build.input_tokens, build.output_tokens, build.line) == (9120, 41 + 188, 7)
+    assert build.thought == "I'll run the build to see the error."
+    assert build.result_text is not None and "error TS2322" in build.result_text and not build.is_error
+    assert (build.started, build.ended) == (1770732124.148, 1770732129.333)
+    config, missing = run.steps[2:4]
+    assert (config.thought, config.input_tokens, missing.input_tokens) == (None, 9704, None)
+    assert (missing.result_text, missing.error, missing.is_error) == (None, "File not found: /home/dev/webapp/src/env.d.ts", True)
+    cancelled = run.steps[9]
+    assert (cancelled.is_error, cancelled.error) == (True, "[Operation Cancelled] Reason: User did not allow tool call")
+    running = run.steps[-1]
+    assert (running.result_text, running.is_error, running.ended) == (None, False, None)  # still running when saved
+    (report,) = scan(TRACES / "gemini_cli_session.jsonl", strict=True)
+    assert ("session.repeated_action", "read_file") in {(finding.code, finding.tool) for finding in report.findings}
+
+
+def test_gemini_cli_a_session_document() -> None:
+    (run,) = runs_of("gemini_cli_session.json")
+    assert (run.format, run.session_id) == ("gemini-cli", "8e1d2c3b-4a5f-4e6d-9c8b-7a6f5e4d3c2b")
+    user, listing, answer = run.steps
+    assert (user.text, user.line) == ("Which files under src/ are TypeScript?", None)
+    assert (listing.tool, listing.call_id, listing.input_tokens, listing.output_tokens) == (
+        "list_directory",
+        "list_directory-1764497855102-0a2c4e6b8d1f",
+        7311,
+        12 + 64,
+    )
+    assert listing.result_text is not None and listing.result_text.endswith("config.ts\nindex.ts\nstyles.css")
+    assert (answer.kind, answer.text, answer.input_tokens) == ("assistant", "Two: `src/config.ts` and `src/index.ts`.", 7420)
+
+
+def test_gemini_cli_records_that_cannot_be_read_are_reported() -> None:
+    lines = [
+        {"sessionId": "s1", "projectHash": "p", "startTime": "2026-02-10T14:02:00.000Z"},
+        {"id": "m1", "timestamp": "2026-02-10T14:02:01.000Z", "type": "user", "content": "hi"},
+        "oops",
+        {"lastUpdated": "2026-02-10T14:02:02.000Z"},
+        {"id": "m2", "type": "gemini", "content": "", "toolCalls": [{"args": {}}, {"name": "ls", "args": {}}]},
+        {"id": "m3", "type": "gemini", "content": "done", "toolCalls": "ls"},
+        {"id": "m4", "type": "compression", "content": "..."},
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    skipped: List[TraceFormatError] = []
+    (run,) = read(io.BytesIO(data), format="gemini-cli", on_skip=skipped.append)
+    # A message of a kind the reader does not know (later versions add some) is no step, and not an error.
+    assert kinds(run) == ["user", "tool:ls", "assistant"]
+    assert [(error.line, str(error).split(": ", 1)[-1]) for error in skipped] == [
+        (3, "a session record is an object, got a string"),
+        (4, "a session record is a session, a message, $set or $rewindTo: no type"),
+        (5, "message.toolCalls[0]: a tool call without a name"),
+        (6, "message.toolCalls: expected an array, got a string"),
     ]
 
 

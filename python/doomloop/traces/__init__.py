@@ -6,9 +6,13 @@ records, and what the detectors would have said about them.
   doomloop's JSONL events (:mod:`~doomloop.traces.events`), the corpus run format
   (:mod:`~doomloop.traces.runs`), OpenAI chat-completions messages
   (:mod:`~doomloop.traces.openai_chat`), OpenAI Responses items
-  (:mod:`~doomloop.traces.openai_responses`), Anthropic Messages
+  (:mod:`~doomloop.traces.openai_responses`), OpenAI Codex CLI session files and
+  ``codex exec --json`` output (:mod:`~doomloop.traces.codex`,
+  :mod:`~doomloop.traces.codex_exec`), Anthropic Messages
   (:mod:`~doomloop.traces.anthropic`), Claude Code session transcripts
-  (:mod:`~doomloop.traces.claude_code`) and OpenTelemetry GenAI spans in OTLP JSON
+  (:mod:`~doomloop.traces.claude_code`), Google Gemini contents
+  (:mod:`~doomloop.traces.gemini`), Gemini CLI session files
+  (:mod:`~doomloop.traces.gemini_cli`) and OpenTelemetry GenAI spans in OTLP JSON
   (:mod:`~doomloop.traces.otlp`). :func:`sniff` names the format ``format="auto"`` picks.
   Malformed records are reported (``on_skip``) and skipped, or raised with ``strict=True``.
 - ``openai_chat.steps``, ``openai_responses.steps`` and ``anthropic.steps`` read one request's

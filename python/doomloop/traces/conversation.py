@@ -1,6 +1,6 @@
-"""What the message-list readers (OpenAI chat, OpenAI Responses, Anthropic) share: the text of
-a message's content, a request log's records joined into one conversation, and the skip
-report of the per-request functions.
+"""What the message-list readers (OpenAI chat, OpenAI Responses, Anthropic, Gemini) share: the
+text of a message's content, a request log's records joined into one conversation, and the
+skip report of the per-request functions.
 
 A request log writes one request per line, and each request re-sends the conversation so
 far. So a record whose messages begin with the previous record's messages continues that
@@ -100,8 +100,8 @@ def _extends(old: List[Any], new: List[Any]) -> bool:
 
 
 def _same(resent: Any, logged: Any) -> bool:
-    # A request re-sends a logged response as a plain message: its role and content, without
-    # the response's id, model and usage.
+    # A request re-sends a logged response as a plain message: its role and content (a Gemini
+    # content's parts), without the response's id, model and usage.
     if resent == logged:
         return True
     return (
@@ -110,6 +110,7 @@ def _same(resent: Any, logged: Any) -> bool:
         and "role" in resent
         and resent.get("role") == logged.get("role")
         and resent.get("content") == logged.get("content")
+        and resent.get("parts") == logged.get("parts")
     )
 
 

@@ -6,8 +6,12 @@ The formats, by name (:data:`FORMATS`):
 - ``"runs"``: the run format of the public corpus (:mod:`doomloop.traces.runs`);
 - ``"openai-chat"``: OpenAI chat-completions message lists (:mod:`doomloop.traces.openai_chat`);
 - ``"openai-responses"``: OpenAI Responses API items (:mod:`doomloop.traces.openai_responses`);
+- ``"codex"``: OpenAI Codex CLI session files (:mod:`doomloop.traces.codex`);
+- ``"codex-exec"``: ``codex exec --json`` output (:mod:`doomloop.traces.codex_exec`);
 - ``"anthropic"``: Anthropic Messages (:mod:`doomloop.traces.anthropic`);
 - ``"claude-code"``: Claude Code session transcripts (:mod:`doomloop.traces.claude_code`);
+- ``"gemini"``: Google Gemini contents, requests and responses (:mod:`doomloop.traces.gemini`);
+- ``"gemini-cli"``: Gemini CLI session files (:mod:`doomloop.traces.gemini_cli`);
 - ``"otlp"``: OpenTelemetry GenAI spans as OTLP JSON (:mod:`doomloop.traces.otlp`).
 """
 
@@ -18,16 +22,15 @@ from itertools import chain
 from types import ModuleType
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
-from . import anthropic, claude_code, events, openai_chat, openai_responses, otlp, runs
+from . import anthropic, claude_code, codex, codex_exec, events, gemini, gemini_cli, openai_chat, openai_responses, otlp, runs
 from .errors import TraceFormatError
 from .records import Run
 from .source import MAX_LINE_BYTES, Records, Report, Source, open_source
 
 __all__ = ["FORMATS", "SNIFF_RECORDS", "read", "sniff"]
 
-_READERS: Dict[str, ModuleType] = {
-    module.NAME: module for module in (events, runs, openai_chat, openai_responses, anthropic, claude_code, otlp)
-}
+_MODULES = (events, runs, openai_chat, openai_responses, codex, codex_exec, anthropic, claude_code, gemini, gemini_cli, otlp)
+_READERS: Dict[str, ModuleType] = {module.NAME: module for module in _MODULES}
 FORMATS: Tuple[str, ...] = tuple(_READERS)
 """The names of the formats :func:`read` reads."""
 SNIFF_RECORDS = 32

@@ -72,10 +72,13 @@ def steps(items: Any, *, on_skip: Optional[Callable[[TraceFormatError], None]] =
     if not isinstance(items, list):
         report_to(on_skip)(f"input: expected an array, got {kind(items)}", None)
         return []
-    return _steps(items, report_to(on_skip), lambda index: None)
+    return item_steps(items, report_to(on_skip), lambda index: None)
 
 
-def _steps(items: List[Any], report: Report, line_of: Callable[[int], Optional[int]]) -> List[Step]:
+def item_steps(items: List[Any], report: Report, line_of: Callable[[int], Optional[int]]) -> List[Step]:
+    """The steps of ``items``, each problem passed to ``report`` with the line
+    ``line_of(index)`` gives (the Codex reader's items are read here too). An item may carry
+    the usage of the response that produced it under ``_USAGE``."""
     outputs: Dict[str, Dict[str, Any]] = {}
     for item in items:
         if isinstance(item, dict) and item.get("type") in _OUTPUTS and isinstance(item.get("call_id"), str):
@@ -164,7 +167,7 @@ def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: O
     """The runs of a file's records (see the module's documentation)."""
     read = lambda value, line: _conversation(value, line, report)  # noqa: E731
     for conversation in conversations(records, read, _follows):
-        found = _steps(conversation.items, report, conversation.line_of)
+        found = item_steps(conversation.items, report, conversation.line_of)
         yield Run(conversation.path, conversation.exit_status, tuple(found), conversation.session_id, None, source, NAME)
 
 
