@@ -19,11 +19,17 @@ KEYS = st.sampled_from(
         "tool_calls", "function", "name", "id", "tool_call_id", "messages", "input", "output", "tool_use_id", "is_error",
         "resourceSpans", "scopeSpans", "spans", "attributes", "key", "value", "stringValue", "intValue", "traceId",
         "calls", "text", "status", "code", "kvlistValue", "values", "startTimeUnixNano", "previous_response_id",
+        "payload", "timestamp", "info", "last_token_usage", "item", "thread_id", "exit_code", "aggregated_output",
+        "parts", "functionCall", "functionResponse", "args", "response", "contents", "candidates", "usageMetadata",
+        "sessionId", "projectHash", "toolCalls", "$set", "$rewindTo",
     ]
 )  # fmt: skip
 VALUES = st.sampled_from(
     [1, "tool_call", "tool_result", "user", "assistant", "tool", "end", "function_call", "function_call_output",
-     "tool_use", "tool_result", "text", "message", "execute_tool", "gen_ai.tool.name", "TOOL", "{\"a\": 1}", "{", None, True]
+     "tool_use", "tool_result", "text", "message", "execute_tool", "gen_ai.tool.name", "TOOL", "{\"a\": 1}", "{", None, True,
+     "session_meta", "response_item", "event_msg", "token_count", "compacted", "local_shell_call", "thread.started",
+     "turn.started", "turn.completed", "item.completed", "command_execution", "mcp_tool_call", "model", "gemini",
+     "Exit code: 1\nOutput:\nx", "{\"output\":\"x\",\"metadata\":{\"exit_code\":2}}"]
 )  # fmt: skip
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8) | VALUES,
