@@ -255,3 +255,21 @@ def test_jobs_print_the_single_process_result(tmp_path: Path) -> None:
     assert parallel.returncode == serial.returncode == 1
     assert json.loads(parallel.stdout) == json.loads(serial.stdout)
     assert doomloop_cli("scan", "--demo", "--jobs", "0").returncode == 2
+
+
+def test_a_reader_that_stops_reading_ends_the_scan_quietly(tmp_path: Path) -> None:
+    # `doomloop scan ... | head`: the pipe closes before the report is written (far more than
+    # a pipe holds); the command ends without an error message (a broken pipe is no error of
+    # the input).
+    path = event_file(tmp_path / "many.jsonl", [line for n in range(2000) for line in calls(4, session=f"s{n}")])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "doomloop", "scan", "--json", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.read(1)
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    process.wait(timeout=120)
+    assert stderr == "", stderr

@@ -64,6 +64,8 @@ def run(arguments: argparse.Namespace) -> int:
         arguments.command_parser.error("give a PATH to scan (or --demo)")
     try:
         return _scan(arguments, paths)
+    except BrokenPipeError:
+        raise  # the reader of stdout went away: `main` ends quietly
     except (DoomLoopError, OSError) as error:
         sys.stderr.write(f"doomloop: error: {_one_line(error)}\n")
         return EXIT_USAGE
