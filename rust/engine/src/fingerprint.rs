@@ -930,7 +930,7 @@ mod tests {
             let length = (next() % 40) as usize;
             let text: Vec<u8> = (0..length)
                 .map(|_| {
-                    // Mostly letters, so that long words and their fast path are common.
+                    // Mostly letters, so that long words are common.
                     let pick = (next() >> 32) as usize % (alphabet.len() * 2);
                     if pick < alphabet.len() {
                         alphabet[pick]
