@@ -608,6 +608,24 @@ def test_params_sharing_objects_with_the_last_ones_hash_as_fresh_ones(seed: int)
         assert shared.to_bytes() == fresh.to_bytes(), f"step {step}: {params!r}"
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_result_details_sharing_objects_with_the_last_ones_hash_as_fresh_ones(seed: int) -> None:
+    # The last result's details mapping is remembered as the params are: a twin handed equal
+    # results whose details it never remembers must end in the same state after every call
+    # (the same details dict again, mutated, a fresh one of the same objects, a new one).
+    shared, fresh = ToolLoopDetector(), ToolLoopDetector()
+    for step, (details, copy) in enumerate(shared_argument_dicts(seed, 300)):
+        text = [{"type": "text", "text": f"line {step % 3}"}]
+        shared.before_tool_call("read", {"path": "a.py"})
+        shared.after_tool_call("read", {"path": "a.py"}, result={"content": text, "details": details})
+        fresh.before_tool_call("read", {"path": "a.py"})
+        fresh.after_tool_call("read", {"path": "a.py"}, result={"content": text, "details": copy})
+        assert shared.to_bytes() == fresh.to_bytes(), f"step {step}: {details!r}"
+        assert tool_result_hash("read", {}, result={"content": text, "details": details}) == tool_result_hash(
+            "read", {}, result={"content": text, "details": copy}
+        )
+
+
 # --- threads, memory, bad input ----------------------------------------------------------------
 
 

@@ -243,10 +243,15 @@ impl DictSnapshot {
     /// entries keep their allocation (agents build a dict per call from one literal: the same
     /// keys, often constant values).
     pub fn refresh(&mut self, value: &Bound<'_, PyAny>, longest_str: usize) -> bool {
+        let before = self.entries.len();
         let fresh = self.held(value, longest_str);
         // Hashed from the entries held, after the walk: hashing a long str releases the GIL,
-        // and the dict may change then.
-        let digest = fresh.and_then(|fresh| self.hash_fresh(value.py(), fresh));
+        // and the dict may change then. The very objects held before, as many: the digest
+        // stands (a result's details built from one literal again and again).
+        let digest = match fresh {
+            Some(0) if self.entries.len() == before => Some(self.digest),
+            _ => fresh.and_then(|fresh| self.hash_fresh(value.py(), fresh)),
+        };
         match digest {
             Some(digest) => self.digest = digest,
             // The snapshot of `{}`, keeping the entries' allocation.

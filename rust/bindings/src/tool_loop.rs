@@ -663,7 +663,14 @@ impl ToolLoopEngine {
         tool_call_id: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<ToolOutcome>> {
         let call = parse_call(self.rules(), Some(&self.memo), tool, params, run_id, tool_call_id)?;
-        let normalised = normalise(self.rules(), &call, result, error, self.plain_by_value)?;
+        let normalised = normalise(
+            self.rules(),
+            Some(&self.memo),
+            &call,
+            result,
+            error,
+            self.plain_by_value,
+        )?;
         if let Some(outcome) = normalised.outcome {
             self.lock(py).record_outcome(
                 &call.key,
@@ -703,7 +710,14 @@ impl ToolLoopEngine {
         let py = slf.py();
         let engine = slf.get();
         let call = parse_call(engine.rules(), Some(&engine.memo), tool, params, run_id, tool_call_id)?;
-        let normalised = normalise(engine.rules(), &call, result, error, engine.plain_by_value)?;
+        let normalised = normalise(
+            engine.rules(),
+            Some(&engine.memo),
+            &call,
+            result,
+            error,
+            engine.plain_by_value,
+        )?;
         let verdict = engine.lock(py).after_call(
             &call.key,
             call.call_id,
@@ -836,7 +850,7 @@ impl GuardEngine {
     ) -> PyResult<Option<Py<GuardVerdict>>> {
         let call = parse_call(None, None, tool, params, None, None)?;
         // OpenClaw's guard, OpenClaw's hashing.
-        let Some(outcome) = normalise(None, &call, result, error, false)?.outcome else {
+        let Some(outcome) = normalise(None, None, &call, result, error, false)?.outcome else {
             return Ok(None);
         };
         let verdict = self.lock(py).observe(call.key.tool, call.key.args, outcome.result);
@@ -889,7 +903,7 @@ pub fn tool_result_hash(
 ) -> PyResult<Option<u64>> {
     let plain_by_value = hash_plain_results.unwrap_or_else(|| LoopConfig::default().hash_plain_results);
     let call = parse_call(None, None, tool, params, None, None)?;
-    Ok(normalise(None, &call, result, error, plain_by_value)?
+    Ok(normalise(None, None, &call, result, error, plain_by_value)?
         .outcome
         .map(|o| o.result))
 }

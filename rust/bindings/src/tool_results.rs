@@ -166,13 +166,21 @@ pub(crate) struct CallMemo {
     tool: Option<RememberedStr<ToolKind>>,
     run: Option<RememberedStr<()>>,
     params: Option<DictSnapshot>,
+    /// The last result's `details` mapping (OpenClaw's results carry one): a tool builds it
+    /// from the same literals call after call.
+    details: Option<DictSnapshot>,
 }
 
 impl CallMemo {
     pub(crate) fn heap_bytes(&self) -> usize {
         self.params.as_ref().map_or(0, DictSnapshot::heap_bytes)
+            + self.details.as_ref().map_or(0, DictSnapshot::heap_bytes)
     }
 }
+
+/// The longest str a remembered `details` mapping holds: its objects stay alive until the next
+/// result, so a long output is not kept for that.
+const DETAILS_LONGEST_STR: usize = 256;
 
 /// An exact `str`, its digest and what else was derived from it.
 struct RememberedStr<T> {
@@ -365,6 +373,7 @@ pub(crate) fn error_text<'py>(error: &Bound<'py, PyAny>) -> PyResult<Bound<'py, 
 /// not OpenClaw-shaped by value (`LoopConfig::hash_plain_results`).
 pub(crate) fn normalise(
     rules: Option<&Rules>,
+    memo: Option<&Mutex<CallMemo>>,
     call: &Call<'_>,
     result: Option<&Bound<'_, PyAny>>,
     error: Option<&Bound<'_, PyAny>>,
@@ -389,7 +398,7 @@ pub(crate) fn normalise(
             is_error: false,
         });
     };
-    let mut extensions = PyExtensions { rules, call };
+    let mut extensions = PyExtensions { rules, memo, call };
     let params = call.rule_params();
     let digest = tool_result::result_digest(
         call.kind,
@@ -410,6 +419,7 @@ pub(crate) fn normalise(
 /// predicate.
 struct PyExtensions<'a, 'py> {
     rules: Option<&'a Rules>,
+    memo: Option<&'a Mutex<CallMemo>>,
     call: &'a Call<'py>,
 }
 
@@ -435,6 +445,23 @@ impl<'py> Extensions<PyValue<'py>, PyErr> for PyExtensions<'_, 'py> {
                 .call1((&self.call.tool, params_or_none(self.call)))?
                 .is_truthy(),
             None => Ok(false),
+        }
+    }
+
+    fn details_digest(&mut self, details: &PyValue<'py>) -> u64 {
+        let Some(memo) = self.memo else {
+            return details.digest();
+        };
+        let py = details.0.py();
+        // Taken out of the memo: refreshing it runs no Python code, but the fallback's
+        // fingerprint may, and the memo is never held while it can.
+        let mut snapshot = lock(py, memo).details.take().unwrap_or_else(DictSnapshot::empty);
+        if snapshot.refresh(&details.0, DETAILS_LONGEST_STR) {
+            let digest = snapshot.digest();
+            lock(py, memo).details = Some(snapshot);
+            digest
+        } else {
+            details.digest()
         }
     }
 }

@@ -264,6 +264,14 @@ pub trait Extensions<V, E> {
     fn normalised(&mut self, result: &V) -> Result<Option<u64>, E>;
     /// Whether a user predicate calls this call send-like.
     fn send_like(&mut self) -> Result<bool, E>;
+    /// The digest of a result's `details` mapping ([`ResultValue::digest`]); a caller that
+    /// remembers the last one may answer for the objects it still holds.
+    fn details_digest(&mut self, details: &V) -> u64
+    where
+        V: ResultValue,
+    {
+        details.digest()
+    }
 }
 
 /// No extension points.
@@ -410,7 +418,10 @@ pub fn result_digest<V: ResultValue, E>(
         };
         return Ok(Some(digest));
     }
-    let details_digest = details.map_or_else(|| hash_fields(&[]), ResultValue::digest);
+    let details_digest = match details {
+        None => hash_fields(&[]),
+        Some(details) => extensions.details_digest(details),
+    };
     Ok(Some(hash_fields(&[
         (Field::Details.digest(), details_digest),
         (Field::Text.digest(), content_text_digest(result)),
