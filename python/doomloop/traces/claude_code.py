@@ -30,7 +30,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from .anthropic import message_steps
 from .decode import kind, optional_str, rfc3339_seconds
-from .records import Run, Step, new_step
+from .records import Run, Step, replaced
 from .source import Report
 
 __all__ = ["NAME", "looks_like", "runs"]
@@ -86,9 +86,7 @@ class _Session:
         ended = self.result_times.get(step.call_id) if step.call_id is not None else None
         if started is None and ended is None:
             return step
-        fields = dict(step.__dict__)
-        fields.update(started=started, ended=ended)
-        return new_step(**fields)
+        return replaced(step, started=started, ended=ended)
 
 
 def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: Optional[str]) -> Iterator[Run]:

@@ -48,9 +48,10 @@ import os
 import re
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
+from .conversation import USAGE_KEY
 from .decode import kind, maybe_json, optional_str, rfc3339_seconds
-from .openai_responses import _CALLS, _OUTPUTS, _QUIET, _USAGE, item_steps
-from .records import Run, Step, new_step
+from .openai_responses import CALL_ITEMS, OUTPUT_ITEMS, QUIET_ITEMS, item_steps
+from .records import Run, Step, replaced
 from .source import Report
 
 __all__ = ["NAME", "looks_like", "runs"]
@@ -60,10 +61,10 @@ NAME = "codex"
 # set cannot look up.
 _LINES = ("session_meta", "response_item", "turn_context", "event_msg", "compacted")
 # The items the Responses reader reads (a local_shell_call is handed to it as a function_call).
-_ITEMS = _CALLS + _OUTPUTS + _QUIET + ("message", "compaction")
+_ITEMS = CALL_ITEMS + OUTPUT_ITEMS + QUIET_ITEMS + ("message", "compaction")
 # The items a model response produces: the first of them after a token_count carries the
 # usage the next token_count gives.
-_PRODUCED = _CALLS + ("reasoning", "local_shell_call", "web_search_call")
+_PRODUCED = CALL_ITEMS + ("reasoning", "local_shell_call", "web_search_call")
 # How the user messages Codex adds for the model begin (compared in lower case): context, not
 # a turn the user typed. A user turn resets the detectors' loop stretches, so this boilerplate
 # (sent again at every turn that changes it) would split loops.
@@ -154,7 +155,7 @@ class _Session:
             return  # Codex's own items (ghost_snapshot) and kinds later versions add: no step
         if type_ == "message" and item.get("role") == "user" and _is_context(item.get("content")):
             return
-        if type_ in _OUTPUTS and isinstance(item.get("call_id"), str):
+        if type_ in OUTPUT_ITEMS and isinstance(item.get("call_id"), str):
             self.output_times[item["call_id"]] = time
         if self.first_produced is None and (type_ in _PRODUCED or (type_ == "message" and item.get("role") == "assistant")):
             self.first_produced = len(self.items)
@@ -175,7 +176,7 @@ class _Session:
             # repeats the last one with nothing produced since: counted once.
             return
         first = self.first_produced
-        self.items[first] = {**self.items[first], _USAGE: last}
+        self.items[first] = {**self.items[first], USAGE_KEY: last}
         self.first_produced = None
 
     def steps(self, report: Report) -> Tuple[Step, ...]:
@@ -197,9 +198,7 @@ class _Session:
             changes.update(returncode=code, is_error=code != 0)
         if not any(value is not None for value in changes.values()):
             return step
-        fields = dict(step.__dict__)
-        fields.update(changes)
-        return new_step(**fields)
+        return replaced(step, **changes)
 
 
 def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: Optional[str]) -> Iterator[Run]:

@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from .decode import dumps, kind, optional_str, tokens
-from .records import Run, Step, new_step
+from .records import Run, Step, new_step, replaced
 from .source import Report
 
 __all__ = ["NAME", "looks_like", "runs"]
@@ -85,9 +85,7 @@ class _Thread:
             # response's usage on the first step it produced.
             for index, step in enumerate(self.turn):
                 if step.kind != "user":
-                    fields = dict(step.__dict__)
-                    fields.update(input_tokens=given, output_tokens=produced)
-                    self.turn[index] = new_step(**fields)
+                    self.turn[index] = replaced(step, input_tokens=given, output_tokens=produced)
                     break
         self.steps.extend(self.turn)
         self.turn = []

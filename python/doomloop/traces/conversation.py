@@ -19,7 +19,11 @@ from typing import Any, Callable, Iterable, Iterator, List, NamedTuple, Optional
 from .errors import TraceFormatError
 from .source import Report
 
-__all__ = ["Conversation", "content_text", "conversations", "report_to"]
+__all__ = ["USAGE_KEY", "Conversation", "content_text", "conversations", "report_to"]
+
+USAGE_KEY = "\x00usage"
+"""The key under which a reader keeps a response's usage on the first item (message, content)
+it produced, for the step made of that item: no item of any format has it."""
 
 
 def content_text(content: Any, types: Tuple[str, ...] = ("text",)) -> Optional[str]:

@@ -7,7 +7,18 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional, Tuple, Union
 
-__all__ = ["JSONDecodeError", "dumps", "kind", "loads", "maybe_json", "not_json", "optional_str", "rfc3339_seconds", "tokens"]
+__all__ = [
+    "JSONDecodeError",
+    "count",
+    "dumps",
+    "kind",
+    "loads",
+    "maybe_json",
+    "not_json",
+    "optional_str",
+    "rfc3339_seconds",
+    "tokens",
+]
 
 JSONDecodeError = json.JSONDecodeError
 """What :func:`loads` raises for text that is not JSON (orjson's error subclasses it)."""
@@ -95,19 +106,21 @@ def tokens(usage: Any) -> Tuple[Optional[int], Optional[int]]:
     get = usage.get
     given = get("input_tokens")
     if given is None:
-        given = _count(get("prompt_tokens"))
+        given = count(get("prompt_tokens"))
     else:
-        given = _count(given)
+        given = count(given)
         if given is not None and ("cache_read_input_tokens" in usage or "cache_creation_input_tokens" in usage):
-            given += (_count(get("cache_creation_input_tokens")) or 0) + (_count(get("cache_read_input_tokens")) or 0)
+            given += (count(get("cache_creation_input_tokens")) or 0) + (count(get("cache_read_input_tokens")) or 0)
     produced = get("output_tokens")
     if produced is None:
         produced = get("completion_tokens")
-    return given, _count(produced)
+    return given, count(produced)
 
 
-def _count(value: Any) -> Optional[int]:
-    # The exact type first: what a decoder gives (a bool is an int, but not a count).
+def count(value: Any) -> Optional[int]:
+    """A token count as a decoded value gives it: a non-negative integer, else None (a bool is
+    an int, but not a count)."""
+    # The exact type first: what a decoder gives.
     if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)):
         return value if value >= 0 else None
     return None

@@ -43,9 +43,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from .conversation import Conversation, conversations
-from .decode import dumps, kind, optional_str
-from .records import Run, Step, new_step
+from .conversation import USAGE_KEY, Conversation, conversations
+from .decode import count, dumps, kind, optional_str
+from .records import Run, Step, new_step, replaced
 from .source import Report
 
 __all__ = ["NAME", "field", "looks_like", "parts_text", "response_outcome", "runs"]
@@ -83,8 +83,6 @@ _QUIET_PARTS = (
 )
 _RESULT_KEYS = ("output", "result", "content")
 _CODE_TOOL = "code_execution"
-# The key under which a response's usage rides on its candidate's content: no content has it.
-_USAGE = "\x00usage"
 
 
 def field(record: Any, camel: str, snake: str) -> Any:
@@ -141,21 +139,11 @@ def _usage_tokens(usage: Any) -> Tuple[Optional[int], Optional[int]]:
     integer is None."""
     if not isinstance(usage, dict):
         return None, None
-    given = _count(field(usage, "promptTokenCount", "prompt_token_count"))
-    candidates = _count(field(usage, "candidatesTokenCount", "candidates_token_count"))
-    thoughts = _count(field(usage, "thoughtsTokenCount", "thoughts_token_count"))
+    given = count(field(usage, "promptTokenCount", "prompt_token_count"))
+    candidates = count(field(usage, "candidatesTokenCount", "candidates_token_count"))
+    thoughts = count(field(usage, "thoughtsTokenCount", "thoughts_token_count"))
     produced = None if candidates is None and thoughts is None else (candidates or 0) + (thoughts or 0)
     return given, produced
-
-
-def _count(value: Any) -> Optional[int]:
-    # A bool is an int, but not a count.
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _with(step: Step, **fields: Any) -> Step:
-    # A step is frozen: a call's result, thought and usage arrive after it is made.
-    return new_step(**{**step.__dict__, **fields})
 
 
 class _Steps:
@@ -201,9 +189,9 @@ class _Steps:
             elif part_kind is _RESPONSE:
                 self.report(f"{at}: a functionResponse in a model content", line)
         text = parts_text(parts)
-        given, produced = _usage_tokens(content.get(_USAGE))
+        given, produced = _usage_tokens(content.get(USAGE_KEY))
         if len(self.out) > first:
-            self.out[first] = _with(self.out[first], thought=text, input_tokens=given, output_tokens=produced)
+            self.out[first] = replaced(self.out[first], thought=text, input_tokens=given, output_tokens=produced)
         else:
             self.out.append(
                 new_step(None, None, None, None, None, None, False, "assistant", text, None, given, produced, line=line)
@@ -256,7 +244,7 @@ class _Steps:
             return
         index = self.calls.pop(waiting)[0]
         result, error = response_outcome(response.get("response"))
-        self.out[index] = _with(self.out[index], result_text=result, error=error, is_error=error is not None)
+        self.out[index] = replaced(self.out[index], result_text=result, error=error, is_error=error is not None)
 
     def _waiting(self, name: Any, response_id: Optional[str]) -> Optional[int]:
         # By id when both have one; else the first waiting call of the name.
@@ -283,7 +271,7 @@ class _Steps:
         output = optional_str(result, "output")
         outcome = result.get("outcome") if isinstance(result, dict) else None
         failed = outcome is not None and outcome not in ("OUTCOME_OK", "OUTCOME_UNSPECIFIED")
-        self.out[index] = _with(self.out[index], result_text=output or "", is_error=failed)
+        self.out[index] = replaced(self.out[index], result_text=output or "", is_error=failed)
 
 
 def looks_like(value: Any) -> int:
@@ -388,7 +376,7 @@ def _answer(response: Dict[str, Any], candidates: Any, contents: List[Any], line
     if isinstance(content, dict):
         answer = dict(content)
         answer["role"] = answer.get("role") or "model"
-        answer[_USAGE] = field(response, "usageMetadata", "usage_metadata")
+        answer[USAGE_KEY] = field(response, "usageMetadata", "usage_metadata")
         contents.append(answer)
     elif content is not None:
         report(f"candidates[0].content: expected an object, got {kind(content)}", line)

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
-from .decode import kind, optional_str, rfc3339_seconds
+from .decode import count, kind, optional_str, rfc3339_seconds
 from .gemini import field, parts_text, response_outcome
-from .records import Run, Step, new_step
+from .records import Run, Step, new_step, replaced
 from .source import Report
 
 __all__ = ["NAME", "looks_like", "runs"]
@@ -114,7 +114,7 @@ def _turn(
             new_step(None, None, None, None, None, None, False, "assistant", text, None, given, produced, started, None, line)
         ]
     first = steps[0]
-    steps[0] = new_step(**{**first.__dict__, "thought": text, "input_tokens": given, "output_tokens": produced})
+    steps[0] = replaced(first, thought=text, input_tokens=given, output_tokens=produced)
     return steps
 
 
@@ -162,14 +162,9 @@ def _tokens(tokens: Any) -> Tuple[Optional[int], Optional[int]]:
     # candidates, thoughts the thinking (output the model produced too).
     if not isinstance(tokens, dict):
         return None, None
-    given, output, thoughts = (_count(tokens.get(key)) for key in ("input", "output", "thoughts"))
+    given, output, thoughts = (count(tokens.get(key)) for key in ("input", "output", "thoughts"))
     produced = None if output is None and thoughts is None else (output or 0) + (thoughts or 0)
     return given, produced
-
-
-def _count(value: Any) -> Optional[int]:
-    # A bool is an int, but not a count.
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def runs(records: Iterable[Tuple[Optional[int], Any]], report: Report, source: Optional[str]) -> Iterator[Run]:

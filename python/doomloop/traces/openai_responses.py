@@ -27,22 +27,23 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
-from .conversation import Conversation, content_text, conversations, report_to
+from .conversation import USAGE_KEY, Conversation, content_text, conversations, report_to
 from .decode import kind, maybe_json, optional_str, tokens
 from .errors import TraceFormatError
 from .records import Run, Step, new_step
 from .runs import call_step
 from .source import Report
 
-__all__ = ["NAME", "looks_like", "runs", "steps"]
+__all__ = ["CALL_ITEMS", "NAME", "OUTPUT_ITEMS", "QUIET_ITEMS", "item_steps", "looks_like", "runs", "steps"]
 
 NAME = "openai-responses"
 # The name sets are tuples: the values tested come from the trace, and may be lists, which a
 # set cannot look up.
 _TEXT = ("input_text", "output_text", "text")
-_CALLS = ("function_call", "custom_tool_call")
-_OUTPUTS = ("function_call_output", "custom_tool_call_output")
-_QUIET = (
+CALL_ITEMS = ("function_call", "custom_tool_call")
+"""The item types of a call (``OUTPUT_ITEMS`` its result's); ``QUIET_ITEMS`` are no steps."""
+OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output")
+QUIET_ITEMS = (
     "reasoning",
     "item_reference",
     "web_search_call",
@@ -58,9 +59,7 @@ _QUIET = (
     "mcp_approval_request",
     "mcp_approval_response",
 )
-_MARKS = _CALLS + _OUTPUTS + ("message", "reasoning", "compaction")
-# The key under which the readers keep a response's usage on its first output item.
-_USAGE = "\x00usage"
+_MARKS = CALL_ITEMS + OUTPUT_ITEMS + ("message", "reasoning", "compaction")
 
 
 def steps(items: Any, *, on_skip: Optional[Callable[[TraceFormatError], None]] = None) -> List[Step]:
@@ -78,10 +77,10 @@ def steps(items: Any, *, on_skip: Optional[Callable[[TraceFormatError], None]] =
 def item_steps(items: List[Any], report: Report, line_of: Callable[[int], Optional[int]]) -> List[Step]:
     """The steps of ``items``, each problem passed to ``report`` with the line
     ``line_of(index)`` gives (the Codex reader's items are read here too). An item may carry
-    the usage of the response that produced it under ``_USAGE``."""
+    the usage of the response that produced it under ``USAGE_KEY``."""
     outputs: Dict[str, Dict[str, Any]] = {}
     for item in items:
-        if isinstance(item, dict) and item.get("type") in _OUTPUTS and isinstance(item.get("call_id"), str):
+        if isinstance(item, dict) and item.get("type") in OUTPUT_ITEMS and isinstance(item.get("call_id"), str):
             outputs[item["call_id"]] = item
     matched: Set[str] = set()
     out: List[Step] = []
@@ -95,9 +94,9 @@ def item_steps(items: List[Any], report: Report, line_of: Callable[[int], Option
         if not isinstance(item, dict):
             report(f"{where}: expected an object, got {kind(item)}", line)
             continue
-        usage = item.get(_USAGE, usage)
+        usage = item.get(USAGE_KEY, usage)
         type_ = item.get("type", "message" if "role" in item else None)
-        if type_ in _CALLS:
+        if type_ in CALL_ITEMS:
             name = item.get("name")
             if not isinstance(name, str):
                 report(f"{where}: a {type_} without a name", line)
@@ -131,10 +130,10 @@ def item_steps(items: List[Any], report: Report, line_of: Callable[[int], Option
                 report(f"{where}.role: unknown role {role!r}", line)
         elif type_ == "compaction":
             out.append(new_step(None, None, None, None, None, None, False, "compaction", None, line=line))
-        elif type_ in _OUTPUTS:
+        elif type_ in OUTPUT_ITEMS:
             if not isinstance(item.get("call_id"), str):
                 report(f"{where}: a {type_} without a call_id", line)
-        elif type_ not in _QUIET:
+        elif type_ not in QUIET_ITEMS:
             report(f"{where}: unknown item type {type_!r}", line)
     if held is not None:
         out.append(_answer(*held))
@@ -211,7 +210,7 @@ def _conversation(value: Any, line: Optional[int], report: Report) -> Optional[C
     if output:
         first = output[0]
         # The usage rides on the first output item, in a key no item has.
-        items.append({**first, _USAGE: value.get("usage")} if isinstance(first, dict) else first)
+        items.append({**first, USAGE_KEY: value.get("usage")} if isinstance(first, dict) else first)
         items.extend(output[1:])
     status = optional_str(value, "status")
     return Conversation(items, [0], [line], _conversation_id(value) or optional_str(value, "id"), status if output else None)

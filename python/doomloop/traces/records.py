@@ -110,6 +110,12 @@ def new_step(
     return step
 
 
+def replaced(step: Step, **changes: Any) -> Step:
+    """``step`` with ``changes`` (fields by name), built as :func:`new_step` builds one: a
+    reader learns a call's result, time or usage after it made the step."""
+    return new_step(**{**step.__dict__, **changes})
+
+
 @dataclass(frozen=True)
 class Run:
     """One agent run (a session): where it came from, how it ended, and its steps in order.
